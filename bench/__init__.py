@@ -1,0 +1,19 @@
+"""Benchmark harness comparing symgraph with its peers (see BENCHMARKS.md).
+
+Run as ``python -m bench W1 [W2 ...] [--all] [--quick] [--json PATH] [--plot DIR]``.
+
+This package must not import NumPy at import time: ``bench.__main__`` removes
+``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` from the environment (re-executing
+itself) before NumPy is loaded, because NumPy's OpenBLAS reads them at import.
+"""
+
+WORKLOADS = {
+    "W1": "bench.w1_elementwise",
+    "W2": "bench.w2_mlp",
+    "W3": "bench.w3_higher_order",
+    "W4": "bench.w4_checkpoint",
+    "W5": "bench.w5_overhead",
+    "W6": "bench.w6_transformer",
+}
+
+__all__ = ["WORKLOADS"]

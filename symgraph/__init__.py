@@ -1,0 +1,36 @@
+"""symgraph: a symbol-to-symbol differentiating graph compiler for NumPy code.
+
+Trace a Python function into a graph, differentiate it as a graph pass (to
+any order), simplify, checkpoint, and compile it to native code with LLVM.
+The public API is listed in `__all__`; see README.md and docs/.
+"""
+
+from . import ops as _ops  # noqa: F401  (registers the primitives)
+from . import tracing as _tracing  # noqa: F401  (gives nodes their operators)
+from . import numpy  # noqa: F401
+from .errors import (
+    DTypeError,
+    NonScalarOutputError,
+    ShapeError,
+    SymgraphError,
+    TracerConversionError,
+    UnsupportedOpError,
+)
+from .interpreter import evaluate
+from .ir import Builder, Graph, Node
+from .passes.simplify import simplify
+from .tracing import trace
+from .testing import check_grads
+from .transforms import config, grad, hessian, hvp, jacobian, jvp, stop_gradient, value_and_grad, vjp
+from .tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "trace", "Graph", "Node", "Builder", "evaluate", "numpy",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "stop_gradient", "config",
+    "simplify", "check_grads",
+    "tree_map", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure",
+    "SymgraphError", "ShapeError", "DTypeError", "NonScalarOutputError", "TracerConversionError",
+    "UnsupportedOpError",
+]

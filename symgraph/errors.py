@@ -1,0 +1,123 @@
+"""The SymgraphError hierarchy and the capture of the user's source line.
+
+Every error symgraph raises on bad user input is a `SymgraphError` subclass.
+Messages name the op, the argument position and the shapes or dtypes involved,
+and end with the user's source line recorded at trace time.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import NamedTuple
+
+__all__ = [
+    "SymgraphError",
+    "ShapeError",
+    "DTypeError",
+    "NonScalarOutputError",
+    "TracerConversionError",
+    "UnsupportedOpError",
+    "SourceLocation",
+    "user_location",
+]
+
+_PKG_DIRS = tuple(
+    os.path.dirname(os.path.abspath(p)) + os.sep
+    for p in (__file__, os.path.join(os.path.dirname(__file__), "..", "codegen", "x"))
+)
+
+
+def _internal_dirs() -> tuple[str, ...]:
+    import sysconfig
+
+    import numpy
+
+    extra = [os.path.dirname(os.path.abspath(numpy.__file__)) + os.sep]
+    for key in ("stdlib", "platstdlib"):
+        d = sysconfig.get_paths().get(key)
+        if d:
+            extra.append(os.path.abspath(d) + os.sep)
+    return _PKG_DIRS + tuple(extra)
+
+
+_INTERNAL: tuple[str, ...] | None = None
+
+
+class SourceLocation(NamedTuple):
+    """A line of user code: file name, line number and function name."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} (in {self.function})"
+
+
+_override = threading.local()
+
+
+def user_location(skip_internal: bool = True) -> SourceLocation | None:
+    """Return the innermost stack frame outside symgraph, codegen and numpy.
+
+    A pass that builds nodes on behalf of an earlier node (the VJP of a
+    forward node, a recomputed copy) sets an override with
+    `symgraph.ir.source_location`, so that the new nodes point at the same
+    user line as the node they derive from.
+
+    Returns:
+        The location, or None when the whole stack is internal.
+    """
+    loc = getattr(_override, "loc", None)
+    if loc is not None:
+        return loc
+    global _INTERNAL
+    if _INTERNAL is None:
+        _INTERNAL = _internal_dirs()
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not (skip_internal and (fn.startswith(_INTERNAL) or fn.startswith("<frozen"))):
+            return SourceLocation(fn, f.f_lineno, f.f_code.co_name)
+        f = f.f_back
+    return None
+
+
+class SymgraphError(Exception):
+    """Base class of every error symgraph raises for bad user input.
+
+    Args:
+        message: what went wrong, naming the op, argument and shapes/dtypes.
+        location: the user's source line; captured from the stack when omitted.
+    """
+
+    def __init__(self, message: str, location: SourceLocation | None = None):
+        if location is None:
+            location = user_location()
+        self.location = location
+        self.message = message
+        if location is not None:
+            message = f"{message}\n  at {location}"
+        super().__init__(message)
+
+
+class ShapeError(SymgraphError, ValueError):
+    """Operand shapes that do not broadcast or contract, or a wrong argument shape."""
+
+
+class DTypeError(SymgraphError, TypeError):
+    """An integer/bool input where a derivative is requested, or disallowed dtypes."""
+
+
+class NonScalarOutputError(SymgraphError, TypeError):
+    """`grad` of a function whose output is not a scalar."""
+
+
+class TracerConversionError(SymgraphError, TypeError):
+    """A traced value used where Python needs a concrete value (if, float(), ...)."""
+
+
+class UnsupportedOpError(SymgraphError, TypeError):
+    """A NumPy function, argument or derivative that symgraph has no rule for."""

@@ -1,0 +1,426 @@
+"""The graph IR: immutable interned nodes, the builder that interns them, graphs.
+
+A `Node` is one value: an op applied to input nodes with hashable attrs, with
+a static shape and dtype. Nodes are interned by a `Builder`: building the same
+op on the same inputs with the same attrs and tag returns the existing node,
+so common subexpressions are shared and a value read twice is one node with
+two readers (fan-out). Inside a traced function nodes act as tracers: they
+support NumPy's operators and protocols (see `symgraph.tracing`).
+
+Metadata that must not affect identity (the user's source line, the role of a
+node: forward, backward or recomputed) lives in a side table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import weakref
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from .errors import ShapeError, SourceLocation, SymgraphError, _override, user_location
+
+__all__ = ["Node", "Builder", "Graph", "ConstValue", "current_builder", "meta", "source_location", "role"]
+
+_ids = itertools.count()
+
+
+class ConstValue:
+    """A constant array used as a node attribute.
+
+    Equality and hashing use (dtype, shape, bytes), so -0.0 and 0.0 are distinct
+    constants and NaN constants intern.
+    """
+
+    __slots__ = ("array", "_key", "_hash")
+
+    def __init__(self, array: Any, dtype: Any = None):
+        a = np.array(array, dtype=dtype, copy=True, order="C")
+        if a.dtype == object:
+            raise SymgraphError(f"constant of dtype object is not supported: {type(array).__name__}")
+        a.setflags(write=False)
+        self.array = a
+        self._key = (a.dtype.str, a.shape, a.tobytes())
+        self._hash = hash(self._key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConstValue) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        a = self.array
+        if a.size <= 4:
+            return np.array2string(a, separator=",", threshold=8).replace("\n", "")
+        return f"<{a.dtype} {'x'.join(map(str, a.shape))}>"
+
+
+class NodeMeta:
+    """Side-table metadata of a node (not part of its identity)."""
+
+    __slots__ = ("location", "role")
+
+    def __init__(self, location: SourceLocation | None, role: str):
+        self.location = location
+        self.role = role
+
+
+# Side table keyed by id(node); a weak reference per node removes the entry
+# when the node dies. (A WeakKeyDictionary would compare nodes with ==, which
+# builds comparison nodes.)
+_META: dict[int, tuple] = {}
+_DEFAULT_META = NodeMeta(None, "forward")
+
+
+def _set_meta(node: "Node", m: NodeMeta) -> None:
+    k = id(node)
+    _META[k] = (weakref.ref(node, lambda _r, k=k: _META.pop(k, None)), m)
+
+
+def meta(node: "Node") -> NodeMeta:
+    """The side-table metadata of a node (source location, role)."""
+    e = _META.get(id(node))
+    return _DEFAULT_META if e is None else e[1]
+
+
+class _Ctx(threading.local):
+    def __init__(self) -> None:
+        self.builders: list[Builder] = []
+        self.role: str = "forward"
+
+
+_ctx = _Ctx()
+
+
+@contextlib.contextmanager
+def source_location(loc: SourceLocation | None) -> Iterator[None]:
+    """Attribute nodes built inside the block to `loc` (used by passes)."""
+    prev = getattr(_override, "loc", None)
+    _override.loc = loc
+    try:
+        yield
+    finally:
+        _override.loc = prev
+
+
+@contextlib.contextmanager
+def role(name: str) -> Iterator[None]:
+    """Mark nodes built inside the block with a role: forward, backward, recomputed."""
+    prev = _ctx.role
+    _ctx.role = name
+    try:
+        yield
+    finally:
+        _ctx.role = prev
+
+
+class Node:
+    """One value of the graph: `op(*inputs, **attrs)` with a static shape and dtype.
+
+    Immutable and hashed by identity (interning makes structural equality
+    identity within a builder). Comparison operators build comparison nodes,
+    so do not use `==` between nodes to test identity; use `is`.
+
+    Attributes:
+        op: the registered `symgraph.ops.Op`.
+        inputs: tuple of input nodes.
+        attrs: sorted tuple of (name, hashable value) pairs.
+        shape: tuple of ints.
+        dtype: numpy dtype.
+        tag: hashable or None; part of the identity (recomputed copies get one).
+        id: a process-unique creation number (for stable ordering).
+    """
+
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "tag", "id", "__weakref__")
+
+    # Let NumPy defer to our __array_ufunc__ in mixed expressions.
+    __array_priority__ = 1000
+
+    def __init__(self, op: Any, inputs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype, tag: Any = None):
+        s = object.__setattr__
+        s(self, "op", op)
+        s(self, "inputs", inputs)
+        s(self, "attrs", attrs)
+        s(self, "shape", shape)
+        s(self, "dtype", dtype)
+        s(self, "tag", tag)
+        s(self, "id", next(_ids))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("symgraph nodes are immutable")
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The value of attribute `name` (or `default`)."""
+        for k, v in self.attrs:
+            if k == name:
+                return v
+        return default
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The attrs as a dict."""
+        return dict(self.attrs)
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the value (size times itemsize)."""
+        return self.size * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        shp = ",".join(map(str, self.shape))
+        return f"Node({self.op.name}#{self.id}, {self.dtype}[{shp}])"
+
+    def __hash__(self) -> int:
+        return object.__hash__(self)
+
+    # Operators, NumPy protocols and conversion guards are attached by
+    # symgraph.tracing (kept there so this module stays the bare IR).
+
+
+class Builder:
+    """Interns nodes: the same (op, inputs, attrs, tag) gives the same node.
+
+    Builders are used as context managers; the innermost active builder of the
+    current thread is `current_builder()`. Every node is created through
+    `make`, which runs the op's shape and dtype rules.
+    """
+
+    def __init__(self) -> None:
+        self._table: dict[tuple, Node] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __enter__(self) -> "Builder":
+        _ctx.builders.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _ctx.builders.pop()
+
+    def make(self, op: Any, inputs: Iterable[Node] = (), attrs: Any = None, tag: Any = None) -> Node:
+        """Build (or find) the node `op(*inputs, **attrs)`.
+
+        Args:
+            op: a registered Op.
+            inputs: the input nodes.
+            attrs: dict or sorted tuple of (name, hashable) pairs.
+            tag: identity tag (None for ordinary nodes).
+
+        Returns:
+            The interned node.
+
+        Raises:
+            ShapeError, DTypeError: from the op's shape and dtype rules.
+        """
+        inputs = tuple(inputs)
+        if attrs is None:
+            attrs_t: tuple = ()
+        elif isinstance(attrs, dict):
+            attrs_t = tuple(sorted(attrs.items()))
+        else:
+            attrs_t = tuple(attrs)
+        key = (op.name, inputs, attrs_t, tag)
+        node = self._table.get(key)
+        if node is not None:
+            return node
+        params = dict(attrs_t)
+        if op.nin is not None and len(inputs) != op.nin:
+            raise SymgraphError(f"{op.name} takes {op.nin} inputs, got {len(inputs)}")
+        for i, x in enumerate(inputs):
+            if not isinstance(x, Node):
+                raise SymgraphError(f"{op.name}: input {i} is {type(x).__name__}, not a graph node")
+        shape = tuple(int(d) for d in op.shape_rule(*[x.shape for x in inputs], **params))
+        dtype = np.dtype(op.dtype_rule(*[x.dtype for x in inputs], **params))
+        with self._lock:
+            node = self._table.get(key)
+            if node is not None:
+                return node
+            node = Node(op, inputs, attrs_t, shape, dtype, tag)
+            self._table[key] = node
+        _set_meta(node, NodeMeta(user_location(), _ctx.role))
+        return node
+
+
+_default_builder_local = threading.local()
+
+
+def current_builder() -> Builder:
+    """The innermost active builder of this thread (a thread default if none)."""
+    if _ctx.builders:
+        return _ctx.builders[-1]
+    b = getattr(_default_builder_local, "b", None)
+    if b is None:
+        b = _default_builder_local.b = Builder()
+    return b
+
+
+def tracing_active() -> bool:
+    """Whether a builder is active in this thread (we are inside a trace)."""
+    return bool(_ctx.builders)
+
+
+def toposort(outputs: Iterable[Node]) -> list[Node]:
+    """All nodes reachable from `outputs`, inputs before readers.
+
+    Iterative depth-first search (no recursion: graphs of 100k+ nodes are
+    normal after a few derivatives). Deterministic for a given graph.
+    """
+    order: list[Node] = []
+    state: dict[Node, int] = {}  # 1 = on stack, 2 = done
+    for out in outputs:
+        if state.get(out) == 2:
+            continue
+        stack: list[tuple[Node, int]] = [(out, 0)]
+        state[out] = 1
+        while stack:
+            node, i = stack[-1]
+            ins = node.inputs
+            if i < len(ins):
+                stack[-1] = (node, i + 1)
+                child = ins[i]
+                if child not in state:
+                    state[child] = 1
+                    stack.append((child, 0))
+            else:
+                stack.pop()
+                state[node] = 2
+                order.append(node)
+    return order
+
+
+class Graph:
+    """A graph: input nodes and output nodes; everything reachable belongs to it.
+
+    Graphs hold no mutable state; passes return new graphs. `in_tree` and
+    `out_tree` describe the pytree structure of the arguments and results,
+    so that `evaluate` accepts and returns the same structures as the traced
+    function.
+
+    Attributes:
+        inputs: list of input nodes (op "input"), one per argument leaf.
+        outputs: list of output nodes, one per result leaf.
+        in_tree, out_tree: TreeDefs (or None for flat lists).
+        name: a label used by dumps.
+    """
+
+    def __init__(self, inputs: list[Node], outputs: list[Node], in_tree: Any = None, out_tree: Any = None, name: str = "f"):
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.in_tree = in_tree
+        self.out_tree = out_tree
+        self.name = name
+        self._order: list[Node] | None = None
+
+    def replace(self, outputs: list[Node] | None = None, inputs: list[Node] | None = None, **kw: Any) -> "Graph":
+        """A new graph with some fields replaced."""
+        return Graph(
+            self.inputs if inputs is None else inputs,
+            self.outputs if outputs is None else outputs,
+            kw.get("in_tree", self.in_tree),
+            kw.get("out_tree", self.out_tree),
+            kw.get("name", self.name),
+        )
+
+    def toposort(self) -> list[Node]:
+        """Nodes reachable from the outputs (and the inputs), in topological order."""
+        if self._order is None:
+            order = toposort(self.outputs)
+            seen = set(order)
+            # Unused inputs still belong to the graph (they are arguments).
+            missing = [x for x in self.inputs if x not in seen]
+            self._order = missing + order
+        return self._order
+
+    @property
+    def nodes(self) -> list[Node]:
+        """Same as toposort()."""
+        return self.toposort()
+
+    def __len__(self) -> int:
+        return len(self.toposort())
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.toposort())
+
+    def readers(self) -> dict[Node, list[Node]]:
+        """For each node, the nodes that read it (fan-out), in topological order.
+
+        A node that reads the same input twice is listed twice.
+        """
+        rd: dict[Node, list[Node]] = {n: [] for n in self.toposort()}
+        for n in self.toposort():
+            for x in n.inputs:
+                rd[x].append(n)
+        return rd
+
+    def check(self) -> None:
+        """Validate the graph: re-run every shape and dtype rule, check inputs are bound.
+
+        Raises:
+            SymgraphError: naming the first inconsistent node.
+        """
+        inputs = set(self.inputs)
+        for n in self.toposort():
+            if n.op.name == "input" and n not in inputs:
+                raise SymgraphError(f"node {n} is an unbound input of graph {self.name}")
+            params = n.params
+            shape = tuple(int(d) for d in n.op.shape_rule(*[x.shape for x in n.inputs], **params))
+            dtype = np.dtype(n.op.dtype_rule(*[x.dtype for x in n.inputs], **params))
+            if shape != n.shape or dtype != n.dtype:
+                raise ShapeError(f"node {n}: stored {n.shape}/{n.dtype}, rules give {shape}/{dtype}")
+
+    def evaluate(self, *args: Any) -> Any:
+        """Run the graph with the NumPy reference evaluator.
+
+        Args:
+            *args: arrays (or pytrees) matching the traced arguments.
+
+        Returns:
+            NumPy arrays in the structure of the traced function's result.
+        """
+        from .interpreter import evaluate
+
+        return evaluate(self, *args)
+
+    def dump(self, **kw: Any) -> str:
+        """A text listing, one node per line (see `symgraph.viz.dump`)."""
+        from .viz import dump
+
+        return dump(self, **kw)
+
+    def to_dot(self, **kw: Any) -> str:
+        """Graphviz DOT source (see `symgraph.viz.to_dot`)."""
+        from .viz import to_dot
+
+        return to_dot(self, **kw)
+
+    def render(self, path: str, **kw: Any) -> str:
+        """Render through Graphviz's `dot` (see `symgraph.viz.render`)."""
+        from .viz import render
+
+        return render(self, path, **kw)
+
+    def to_networkx(self) -> Any:
+        """A networkx.DiGraph with one vertex per node (see `symgraph.viz.to_networkx`)."""
+        from .viz import to_networkx
+
+        return to_networkx(self)
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name}: {len(self.inputs)} inputs, {len(self.outputs)} outputs, {len(self)} nodes)"

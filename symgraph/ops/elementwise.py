@@ -1,0 +1,362 @@
+"""Elementwise primitives: unary and binary math, comparisons, where, cast, sources.
+
+Each op is declared once with all its rules. Operands of elementwise ops have
+one shape and one dtype (the tracing layer inserts explicit `broadcast_to` and
+`cast` nodes), so cotangents and tangents keep the operand shape.
+
+Subgradient conventions (documented in docs/differentiation.md):
+- maximum(a, b) is differentiated as where(a > b, a, b): at a tie the whole
+  cotangent goes to b; minimum(a, b) as where(a < b, a, b). So
+  maximum(x, 0) and where(x > 0, x, 0) have the same derivative at 0 (zero).
+- abs'(0) = sign(0) = 0; sign, floor and comparisons have zero derivative.
+- sqrt'(0) = +inf (the true one-sided derivative); log'(0) = +inf.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import lax as L
+from ..ir import ConstValue
+from .core import Op, bool_dtype, float_only, register, same_dtype, same_shape
+
+# ----- sources -----
+
+
+def _input_shape(*_, shape, dtype, index, name=None):
+    return shape
+
+
+def _input_dtype(*_, shape, dtype, index, name=None):
+    return dtype
+
+
+def _no_impl(*args, **kw):
+    raise RuntimeError("input nodes are bound by the evaluator, not computed")
+
+
+register(Op("input", 0, "source", _input_shape, _input_dtype, _no_impl, doc="a graph argument"))
+
+
+def _const_shape(*_, value: ConstValue):
+    return value.array.shape
+
+
+def _const_dtype(*_, value: ConstValue):
+    return value.array.dtype
+
+
+register(Op("constant", 0, "source", _const_shape, _const_dtype, lambda value: value.array, differentiable=False,
+            doc="a constant array (attr value)"))
+
+# ----- unary math: derivative f'(x) given the input x and the output y -----
+
+
+def _defunary(name: str, impl, deriv, doc: str = "", dtype_rule=float_only) -> Op:
+    """Declare a unary op whose derivative is the elementwise factor deriv(x, y)."""
+
+    def vjp(ct, node):
+        return (ct * deriv(node.inputs[0], node),)
+
+    def jvp(tangents, node):
+        (t,) = tangents
+        return None if t is None else t * deriv(node.inputs[0], node)
+
+    return register(Op(name, 1, "elementwise", same_shape, dtype_rule, impl, vjp, jvp, doc=doc))
+
+
+def _sigmoid(x):
+    # Stable for large |x|: never exponentiates a positive number.
+    with np.errstate(over="ignore"):
+        e = np.exp(-np.abs(x))
+        return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+_erf_vec = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _erf(x):
+    return _erf_vec(x).astype(x.dtype) if x.size else x.copy()
+
+
+_defunary("exp", np.exp, lambda x, y: y, "e**x; derivative reuses the output")
+_defunary("log", np.log, lambda x, y: 1.0 / x, "natural log")
+_defunary("log1p", np.log1p, lambda x, y: 1.0 / (x + 1.0), "log(1 + x), accurate near 0")
+_defunary("expm1", np.expm1, lambda x, y: y + 1.0, "e**x - 1, accurate near 0")
+_defunary("sqrt", np.sqrt, lambda x, y: 0.5 / y, "square root; derivative 0.5/sqrt(x) reuses the output")
+_defunary("sin", np.sin, lambda x, y: L.unary("cos", x))
+_defunary("cos", np.cos, lambda x, y: -L.unary("sin", x))
+_defunary("tan", np.tan, lambda x, y: 1.0 + y * y, "derivative 1 + tan**2 reuses the output")
+_defunary("tanh", np.tanh, lambda x, y: 1.0 - y * y, "derivative 1 - tanh**2 reuses the output")
+_defunary("sigmoid", _sigmoid, lambda x, y: y * (1.0 - y), "logistic 1/(1+e**-x), stable; derivative y(1-y)")
+_defunary("erf", _erf, lambda x, y: (2.0 / math.sqrt(math.pi)) * L.unary("exp", -(x * x)), "error function")
+_defunary("abs", np.abs, lambda x, y: L.unary("sign", x, float_op=False), "absolute value; abs'(0) = 0",
+          dtype_rule=same_dtype)
+
+
+def _zero_deriv(name: str, impl, dtype_rule=same_dtype, doc: str = "") -> Op:
+    """A piecewise-constant op: zero derivative (differentiable=False)."""
+    return register(Op(name, 1, "elementwise", same_shape, dtype_rule, impl, differentiable=False, doc=doc))
+
+
+_zero_deriv("sign", np.sign, doc="-1, 0 or 1 (NaN for NaN); zero derivative")
+_zero_deriv("floor", np.floor, doc="round toward -inf; zero derivative")
+_zero_deriv("logical_not", np.logical_not, dtype_rule=lambda d, **_: np.dtype(bool), doc="boolean not")
+_zero_deriv("isnan", np.isnan, dtype_rule=lambda d, **_: np.dtype(bool), doc="NaN test")
+
+
+def _neg_vjp(ct, node):
+    return (-ct,)
+
+
+def _neg_jvp(t, node):
+    return None if t[0] is None else -t[0]
+
+
+register(Op("neg", 1, "elementwise", same_shape, same_dtype, np.negative, _neg_vjp, _neg_jvp, linear=True, doc="-x"))
+
+
+def _identity_vjp(ct, node):
+    return (ct,)
+
+
+def _identity_jvp(t, node):
+    return t[0]
+
+
+register(Op("copy", 1, "elementwise", same_shape, same_dtype, lambda x: x.copy(), _identity_vjp, _identity_jvp,
+            linear=True, doc="identity; a fresh node (with a tag) for nested transformations, removed by simplify"))
+
+register(Op("stop_gradient", 1, "elementwise", same_shape, same_dtype, lambda x: x.copy(), differentiable=False,
+            doc="identity whose derivative is zero"))
+
+
+def _cast_dtype(d, *, dtype):
+    return np.dtype(dtype)
+
+
+def _cast_impl(x, *, dtype):
+    return x.astype(dtype)
+
+
+def _cast_vjp(ct, node):
+    x = node.inputs[0]
+    if x.dtype.kind not in "fc":
+        return (None,)
+    return (L.cast(ct, x.dtype),)
+
+
+def _cast_jvp(t, node):
+    if t[0] is None or node.dtype.kind not in "fc":
+        return None
+    return L.cast(t[0], node.dtype)
+
+
+register(Op("cast", 1, "elementwise", same_shape, _cast_dtype, _cast_impl, _cast_vjp, _cast_jvp, linear=True,
+            doc="dtype conversion (attr dtype); derivative flows float to float only"))
+
+# ----- binary arithmetic -----
+
+
+def _add_vjp(ct, node):
+    return (ct, ct)
+
+
+def _add_jvp(t, node):
+    a, b = t
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def _sub_vjp(ct, node):
+    return (ct, -ct)
+
+
+def _sub_jvp(t, node):
+    a, b = t
+    if b is None:
+        return a
+    if a is None:
+        return -b
+    return a - b
+
+
+def _mul_vjp(ct, node):
+    x, y = node.inputs
+    return (ct * y, ct * x)
+
+
+def _mul_jvp(t, node):
+    x, y = node.inputs
+    return _add_jvp((None if t[0] is None else t[0] * y, None if t[1] is None else x * t[1]), node)
+
+
+def _div_vjp(ct, node):
+    x, y = node.inputs
+    # d(x/y)/dy = -x/y**2 = -out/y
+    return (ct / y, -(ct * node) / y)
+
+
+def _div_jvp(t, node):
+    x, y = node.inputs
+    tx, ty = t
+    if ty is None:
+        return tx / y
+    num = -(node * ty) if tx is None else tx - node * ty
+    return num / y
+
+
+def _safe_log(x):
+    # log(x) where x != 0, else 0: the y-derivative of x**y at x = 0 is 0 * log 0,
+    # taken as 0 (the limit along y > 0), not NaN.
+    zero = x == 0.0
+    return L.where(zero, 0.0, L.unary("log", L.where(zero, 1.0, x)))
+
+
+def _pow_vjp(ct, node):
+    x, y = node.inputs
+    return (ct * y * (x ** (y - 1.0)), ct * _safe_log(x) * node)
+
+
+def _pow_jvp(t, node):
+    x, y = node.inputs
+    tx, ty = t
+    a = None if tx is None else tx * y * (x ** (y - 1.0))
+    b = None if ty is None else ty * _safe_log(x) * node
+    return _add_jvp((a, b), node)
+
+
+def _pow_impl(x, y):
+    return np.power(x, y)
+
+
+register(Op("add", 2, "elementwise", same_shape, same_dtype, np.add, _add_vjp, _add_jvp, linear=True, doc="x + y"))
+register(Op("sub", 2, "elementwise", same_shape, same_dtype, np.subtract, _sub_vjp, _sub_jvp, linear=True, doc="x - y"))
+register(Op("mul", 2, "elementwise", same_shape, same_dtype, np.multiply, _mul_vjp, _mul_jvp, doc="x * y"))
+register(Op("div", 2, "elementwise", same_shape, float_only, np.true_divide, _div_vjp, _div_jvp, doc="x / y"))
+register(Op("pow", 2, "elementwise", same_shape, same_dtype, _pow_impl, _pow_vjp, _pow_jvp,
+            doc="x ** y; d/dy at x = 0 taken as 0"))
+
+
+def _select_vjp(mask_fn):
+    def vjp(ct, node):
+        x, y = node.inputs
+        m = mask_fn(x, y)
+        return (L.where(m, ct, 0.0), L.where(m, 0.0, ct))
+
+    return vjp
+
+
+def _select_jvp(mask_fn):
+    def jvp(t, node):
+        x, y = node.inputs
+        tx, ty = t
+        if tx is None and ty is None:
+            return None
+        m = mask_fn(x, y)
+        return L.where(m, L.zeros_like(node) if tx is None else tx, L.zeros_like(node) if ty is None else ty)
+
+    return jvp
+
+
+def _gt(x, y):
+    return L.binary("gt", x, y)
+
+
+def _lt(x, y):
+    return L.binary("lt", x, y)
+
+
+register(Op("maximum", 2, "elementwise", same_shape, same_dtype, np.maximum, _select_vjp(_gt), _select_jvp(_gt),
+            doc="elementwise max (NaN propagates); tie: derivative goes to the second operand"))
+register(Op("minimum", 2, "elementwise", same_shape, same_dtype, np.minimum, _select_vjp(_lt), _select_jvp(_lt),
+            doc="elementwise min (NaN propagates); tie: derivative goes to the second operand"))
+
+for _name, _fn in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal),
+                   ("eq", np.equal), ("ne", np.not_equal)]:
+    register(Op(_name, 2, "elementwise", same_shape, bool_dtype, _fn, differentiable=False, doc=f"comparison {_fn.__name__}"))
+
+for _name, _fn in [("logical_and", np.logical_and), ("logical_or", np.logical_or)]:
+    register(Op(_name, 2, "elementwise", same_shape, bool_dtype, _fn, differentiable=False, doc=_fn.__name__))
+
+# ----- where -----
+
+
+def _where_shape(c, a, b, **_):
+    return same_shape(c, a, b)
+
+
+def _where_dtype(c, a, b, **_):
+    from ..errors import DTypeError
+
+    if np.dtype(c) != np.dtype(bool):
+        raise DTypeError(f"where: condition has dtype {c}, expected bool")
+    return same_dtype(a, b)
+
+
+def _where_vjp(ct, node):
+    c, a, b = node.inputs
+    return (None, L.where(c, ct, 0.0), L.where(c, 0.0, ct))
+
+
+def _where_jvp(t, node):
+    c, a, b = node.inputs
+    _, ta, tb = t
+    if ta is None and tb is None:
+        return None
+    return L.where(c, L.zeros_like(node) if ta is None else ta, L.zeros_like(node) if tb is None else tb)
+
+
+register(Op("where", 3, "elementwise", _where_shape, _where_dtype, np.where, _where_vjp, _where_jvp,
+            doc="select(c, a, b); the condition gets no derivative"))
+
+# ----- counter-based random bits -----
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def splitmix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64 finalizer (Steele, Lea, Flood 2014), elementwise on uint64."""
+    z = z.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+        return z ^ (z >> np.uint64(31))
+
+
+def _rand_shape(k, *, shape, salt, dtype):
+    if k != ():
+        from ..errors import ShapeError
+
+        raise ShapeError(f"random_uniform: the key must be a scalar, got shape {k}")
+    return shape
+
+
+def _rand_dtype(k, *, shape, salt, dtype):
+    from ..errors import DTypeError
+
+    if np.dtype(k).kind not in "iu":
+        raise DTypeError(f"random_uniform: the key must be an integer, got {k}")
+    return np.dtype(dtype)
+
+
+def _rand_impl(key, *, shape, salt, dtype):
+    """Uniform [0, 1) from a counter: u_i = top 53 bits of splitmix64(mix(key, salt) + i) / 2**53."""
+    n = int(np.prod(shape, dtype=np.int64))
+    with np.errstate(over="ignore"):
+        base = splitmix64(np.asarray(key, dtype=np.uint64) ^ (np.uint64(salt) * _GOLDEN))
+        bits = splitmix64(base + np.arange(n, dtype=np.uint64) * _GOLDEN)
+    u = (bits >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+    return u.astype(dtype).reshape(shape)
+
+
+register(Op("random_uniform", 1, "elementwise", _rand_shape, _rand_dtype, _rand_impl, differentiable=False,
+            doc="counter-based uniform [0,1) bits from an integer key (attrs shape, salt, dtype); "
+                "regenerated, never stored"))

@@ -1,0 +1,119 @@
+"""Contractions: batched matmul and einsum.
+
+`matmul` takes operands (..., m, k) and (..., k, n) with equal batch
+dimensions (vector promotion and batch broadcasting are explicit reshape and
+broadcast_to nodes made at trace time). Its VJP is two matmuls with the other
+operand transposed; it is bilinear, so its JVP is ta @ b + a @ tb.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import lax as L
+from ..errors import ShapeError, UnsupportedOpError
+from .core import Op, register, same_dtype
+
+
+def _matmul_shape(a, b):
+    if len(a) < 2 or len(b) < 2 or len(a) != len(b):
+        raise ShapeError(f"matmul primitive needs operands of equal rank >= 2, got {a} and {b}")
+    if a[:-2] != b[:-2]:
+        raise ShapeError(f"matmul: batch dimensions differ: {a[:-2]} vs {b[:-2]}")
+    if a[-1] != b[-2]:
+        raise ShapeError(f"matmul: contracted dimensions differ: {a} @ {b}")
+    return a[:-1] + b[-1:]
+
+
+def _matmul_vjp(ct, node):
+    a, b = node.inputs
+    return (L.bind("matmul", ct, L.swap_last(b)), L.bind("matmul", L.swap_last(a), ct))
+
+
+def _matmul_jvp(t, node):
+    a, b = node.inputs
+    ta, tb = t
+    x = None if ta is None else L.bind("matmul", ta, b)
+    y = None if tb is None else L.bind("matmul", a, tb)
+    if x is None:
+        return y
+    return x if y is None else x + y
+
+
+register(Op("matmul", 2, "contraction", _matmul_shape, same_dtype, np.matmul, _matmul_vjp, _matmul_jvp,
+            doc="batched matrix product (..., m, k) @ (..., k, n)"))
+
+
+def parse_einsum(spec: str, nops: int) -> tuple[list[str], str]:
+    """Split an explicit einsum spec 'ij,jk->ik' into operand and output subscripts.
+
+    Raises:
+        UnsupportedOpError: for implicit output or ellipsis specs (normalized before binding).
+    """
+    spec = spec.replace(" ", "")
+    if "->" not in spec or "." in spec:
+        raise UnsupportedOpError(f"einsum primitive needs an explicit spec without '...', got {spec!r}")
+    ins, out = spec.split("->")
+    terms = ins.split(",")
+    if len(terms) != nops:
+        raise ShapeError(f"einsum: spec {spec!r} names {len(terms)} operands, got {nops}")
+    return terms, out
+
+
+def _einsum_shape(*shapes, spec):
+    terms, out = parse_einsum(spec, len(shapes))
+    dims: dict[str, int] = {}
+    for i, (t, s) in enumerate(zip(terms, shapes)):
+        if len(t) != len(s):
+            raise ShapeError(f"einsum: operand {i} has shape {s} but subscripts {t!r}")
+        for c, d in zip(t, s):
+            if dims.setdefault(c, d) != d:
+                raise ShapeError(f"einsum: index {c!r} has sizes {dims[c]} and {d} (operand {i})")
+    for c in out:
+        if c not in dims:
+            raise ShapeError(f"einsum: output index {c!r} appears in no operand")
+    return tuple(dims[c] for c in out)
+
+
+def _einsum_impl(*xs, spec):
+    return np.einsum(spec, *xs, optimize=len(xs) > 2)
+
+
+def _einsum_vjp(ct, node):
+    spec = node.attr("spec")
+    ops = node.inputs
+    terms, out = parse_einsum(spec, len(ops))
+    cts = []
+    for i, (t, x) in enumerate(zip(terms, ops)):
+        if len(set(t)) != len(t):
+            raise UnsupportedOpError(f"einsum: no derivative for repeated index in operand {i} ({t!r}) of {spec!r}")
+        others = [(terms[j], ops[j]) for j in range(len(ops)) if j != i]
+        present = set(out).union(*[set(tt) for tt, _ in others]) if others else set(out)
+        kept = "".join(c for c in t if c in present)
+        sub = ",".join([out] + [tt for tt, _ in others]) + "->" + kept
+        g = L.bind("einsum", ct, *[o for _, o in others], spec=sub)
+        if kept != t:
+            # indices summed only inside operand i: their cotangent is a broadcast
+            shp = tuple(x.shape[t.index(c)] if c in kept else 1 for c in t)
+            perm_src = [c for c in t if c in kept]
+            g = L.transpose(g, tuple(kept.index(c) for c in perm_src))
+            g = L.broadcast_to(L.reshape(g, shp), x.shape)
+        cts.append(g)
+    return tuple(cts)
+
+
+def _einsum_jvp(t, node):
+    spec = node.attr("spec")
+    total = None
+    for i, ti in enumerate(t):
+        if ti is None:
+            continue
+        args = list(node.inputs)
+        args[i] = ti
+        term = L.bind("einsum", *args, spec=spec)
+        total = term if total is None else total + term
+    return total
+
+
+register(Op("einsum", None, "contraction", _einsum_shape, same_dtype, _einsum_impl, _einsum_vjp, _einsum_jvp,
+            doc="Einstein summation with an explicit spec (attr spec); multilinear"))

@@ -1,0 +1,368 @@
+"""Reductions and layout primitives: sum/max/min/prod/argmax, reshape, transpose,
+broadcast_to, expand_dims, squeeze, slice/unslice, gather/scatter_add, concatenate.
+
+Reductions take `axes` (a sorted tuple) and drop the reduced axes; keepdims is
+a reshape added by the tracing layer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import lax as L
+from ..errors import DTypeError, ShapeError
+from .core import Op, register, same_dtype
+
+# ----- reductions -----
+
+
+def _reduce_shape(s, *, axes):
+    for a in axes:
+        if not 0 <= a < len(s):
+            raise ShapeError(f"reduction axis {a} out of range for shape {s}")
+    return tuple(d for i, d in enumerate(s) if i not in axes)
+
+
+def _keep_shape(x_shape, axes):
+    return tuple(1 if i in axes else d for i, d in enumerate(x_shape))
+
+
+def _expand_back(ct, x, axes):
+    """Broadcast a reduced cotangent back to the operand's shape."""
+    return L.broadcast_to(L.reshape(ct, _keep_shape(x.shape, axes)), x.shape)
+
+
+def _sum_vjp(ct, node):
+    x = node.inputs[0]
+    return (_expand_back(ct, x, node.attr("axes")),)
+
+
+def _sum_jvp(t, node):
+    return None if t[0] is None else L.reduce("sum", t[0], axis=node.attr("axes"))
+
+
+def _sum_dtype(d, *, axes):
+    d = np.dtype(d)
+    return np.dtype(np.int64) if d.kind == "b" else d
+
+
+register(Op("sum", 1, "reduction", _reduce_shape, _sum_dtype, lambda x, axes: np.sum(x, axis=axes, dtype=x.dtype if x.dtype.kind != "b" else np.int64),
+            _sum_vjp, _sum_jvp, linear=True, doc="sum over axes"))
+
+
+def _extreme_mask(node):
+    # Ties share the cotangent equally: mask / count.
+    x = node.inputs[0]
+    axes = node.attr("axes")
+    eq = L.cast(L.binary("eq", x, _expand_back(node, x, axes)), x.dtype)
+    count = L.reduce("sum", eq, axis=axes)
+    return eq, count, axes
+
+
+def _extreme_vjp(ct, node):
+    x = node.inputs[0]
+    eq, count, axes = _extreme_mask(node)
+    return (eq * _expand_back(ct / count, x, axes),)
+
+
+def _extreme_jvp(t, node):
+    if t[0] is None:
+        return None
+    eq, count, axes = _extreme_mask(node)
+    return L.reduce("sum", t[0] * eq, axis=axes) / count
+
+
+for _name, _fn in [("max", np.max), ("min", np.min)]:
+    register(Op(_name, 1, "reduction", _reduce_shape, same_dtype,
+                (lambda fn: lambda x, axes: fn(x, axis=axes))(_fn), _extreme_vjp, _extreme_jvp,
+                doc=f"{_name} over axes; at ties the derivative is shared equally"))
+
+
+def _prod_grad(node):
+    """d prod / d x_i, exact with zeros: the product of the other elements."""
+    x = node.inputs[0]
+    axes = node.attr("axes")
+    zero = L.binary("eq", x, 0.0)
+    nz = L.reduce("prod", L.where(zero, 1.0, x), axis=axes)
+    zc = L.reduce("sum", L.cast(zero, x.dtype), axis=axes)
+    nz_b = _expand_back(nz, x, axes)
+    zc_b = _expand_back(zc, x, axes)
+    safe_x = L.where(zero, 1.0, x)
+    one_zero = L.where(L.binary("eq", zc_b, 1.0), nz_b, 0.0)
+    no_zero = L.where(L.binary("eq", zc_b, 0.0), nz_b / safe_x, 0.0)
+    return L.where(zero, one_zero, no_zero)
+
+
+def _prod_vjp(ct, node):
+    x = node.inputs[0]
+    return (_expand_back(ct, x, node.attr("axes")) * _prod_grad(node),)
+
+
+def _prod_jvp(t, node):
+    return None if t[0] is None else L.reduce("sum", t[0] * _prod_grad(node), axis=node.attr("axes"))
+
+
+register(Op("prod", 1, "reduction", _reduce_shape, same_dtype, lambda x, axes: np.prod(x, axis=axes),
+            _prod_vjp, _prod_jvp, doc="product over axes; exact derivative with zeros"))
+
+
+def _argmax_shape(s, *, axis):
+    if not 0 <= axis < len(s):
+        raise ShapeError(f"argmax: axis {axis} out of range for shape {s}")
+    return tuple(d for i, d in enumerate(s) if i != axis)
+
+
+register(Op("argmax", 1, "reduction", _argmax_shape, lambda d, axis: np.dtype(np.int64),
+            lambda x, axis: np.argmax(x, axis=axis).astype(np.int64), differentiable=False,
+            doc="index of the first maximum along axis"))
+
+# ----- layout -----
+
+
+def _reshape_shape(s, *, shape):
+    if int(np.prod(s, dtype=np.int64)) != int(np.prod(shape, dtype=np.int64)):
+        raise ShapeError(f"reshape: cannot reshape {s} into {shape}")
+    return shape
+
+
+def _reshape_back(ct, node):
+    return (L.reshape(ct, node.inputs[0].shape),)
+
+
+def _linear_jvp(rebuild):
+    def jvp(t, node):
+        return None if t[0] is None else rebuild(t[0], node)
+
+    return jvp
+
+
+register(Op("reshape", 1, "layout", _reshape_shape, same_dtype, lambda x, shape: np.reshape(x, shape),
+            _reshape_back, _linear_jvp(lambda t, n: L.reshape(t, n.shape)), linear=True, doc="new shape, same size"))
+
+
+def _expand_dims_shape(s, *, axes):
+    out = list(s)
+    for a in axes:  # sorted, in output coordinates
+        if not 0 <= a <= len(out):
+            raise ShapeError(f"expand_dims: axis {a} out of range")
+        out.insert(a, 1)
+    return tuple(out)
+
+
+def _squeeze_shape(s, *, axes):
+    for a in axes:
+        if not 0 <= a < len(s) or s[a] != 1:
+            raise ShapeError(f"squeeze: axis {a} of shape {s} is not of size 1")
+    return tuple(d for i, d in enumerate(s) if i not in axes)
+
+
+register(Op("expand_dims", 1, "layout", _expand_dims_shape, same_dtype, lambda x, axes: np.expand_dims(x, axes),
+            _reshape_back, _linear_jvp(lambda t, n: L.bind("expand_dims", t, axes=n.attr("axes"))), linear=True,
+            doc="insert size-1 axes (a reshape)"))
+register(Op("squeeze", 1, "layout", _squeeze_shape, same_dtype, lambda x, axes: np.squeeze(x, axes),
+            _reshape_back, _linear_jvp(lambda t, n: L.bind("squeeze", t, axes=n.attr("axes"))), linear=True,
+            doc="drop size-1 axes (a reshape)"))
+
+
+def _transpose_shape(s, *, perm):
+    if sorted(perm) != list(range(len(s))):
+        raise ShapeError(f"transpose: {perm} is not a permutation of {len(s)} axes")
+    return tuple(s[p] for p in perm)
+
+
+def _transpose_vjp(ct, node):
+    perm = node.attr("perm")
+    return (L.transpose(ct, tuple(int(i) for i in np.argsort(perm))),)
+
+
+register(Op("transpose", 1, "layout", _transpose_shape, same_dtype, lambda x, perm: np.transpose(x, perm),
+            _transpose_vjp, _linear_jvp(lambda t, n: L.transpose(t, n.attr("perm"))), linear=True,
+            doc="permute axes"))
+
+
+def _broadcast_shape(s, *, shape):
+    from .core import broadcast_shapes
+
+    if len(s) > len(shape) or broadcast_shapes(s, shape, op="broadcast_to") != tuple(shape):
+        raise ShapeError(f"broadcast_to: cannot broadcast {s} to {shape}")
+    return shape
+
+
+def _broadcast_vjp(ct, node):
+    return (L.unbroadcast(ct, node.inputs[0].shape),)
+
+
+register(Op("broadcast_to", 1, "layout", _broadcast_shape, same_dtype,
+            lambda x, shape: np.broadcast_to(x, shape), _broadcast_vjp,
+            _linear_jvp(lambda t, n: L.broadcast_to(t, n.shape)), linear=True,
+            doc="numpy broadcasting made explicit; VJP sums over the broadcast axes"))
+
+
+def _slice_shape(s, *, starts, stops, steps):
+    if not len(starts) == len(stops) == len(steps) == len(s):
+        raise ShapeError(f"slice: index of rank {len(starts)} for shape {s}")
+    return tuple(len(range(a, b, c)) for a, b, c in zip(starts, stops, steps))
+
+
+def _slice_impl(x, *, starts, stops, steps):
+    return x[tuple(slice(a, b if b >= 0 else None, c) for a, b, c in zip(starts, stops, steps))]
+
+
+def _slice_vjp(ct, node):
+    x = node.inputs[0]
+    return (L.bind("unslice", ct, shape=x.shape, **{k: node.attr(k) for k in ("starts", "stops", "steps")}),)
+
+
+def _slice_jvp(t, node):
+    if t[0] is None:
+        return None
+    return L.bind("slice", t[0], **{k: node.attr(k) for k in ("starts", "stops", "steps")})
+
+
+register(Op("slice", 1, "layout", _slice_shape, same_dtype, _slice_impl, _slice_vjp, _slice_jvp, linear=True,
+            doc="basic slicing x[a:b:c, ...] with normalized starts/stops/steps (stops may be -1 - n for negative steps)"))
+
+
+def _unslice_shape(s, *, shape, starts, stops, steps):
+    want = _slice_shape(shape, starts=starts, stops=stops, steps=steps)
+    if tuple(s) != want:
+        raise ShapeError(f"unslice: operand {s} does not fit slice of {shape} ({want})")
+    return shape
+
+
+def _unslice_impl(x, *, shape, starts, stops, steps):
+    out = np.zeros(shape, x.dtype)
+    out[tuple(slice(a, b if b >= 0 else None, c) for a, b, c in zip(starts, stops, steps))] = x
+    return out
+
+
+def _unslice_vjp(ct, node):
+    return (L.bind("slice", ct, **{k: node.attr(k) for k in ("starts", "stops", "steps")}),)
+
+
+def _unslice_jvp(t, node):
+    if t[0] is None:
+        return None
+    return L.bind("unslice", t[0], **node.params)
+
+
+register(Op("unslice", 1, "layout", _unslice_shape, same_dtype, _unslice_impl, _unslice_vjp, _unslice_jvp, linear=True,
+            doc="zeros of attr shape with the operand placed at a slice (the transpose of slice)"))
+
+# ----- gather / scatter_add (integer-array indexing along one axis) -----
+
+
+def _gather_shape(s, i, *, axis):
+    if not 0 <= axis < len(s):
+        raise ShapeError(f"gather: axis {axis} out of range for shape {s}")
+    return s[:axis] + tuple(i) + s[axis + 1:]
+
+
+def _int_index_dtype(i):
+    if np.dtype(i).kind not in "iu":
+        raise DTypeError(f"index arrays must be integers, got {i}")
+
+
+def _gather_dtype(d, i, *, axis):
+    _int_index_dtype(i)
+    return d
+
+
+def _norm_index(i, n):
+    # Negative indices count from the end; out-of-range indices are clamped
+    # (the JAX convention; concrete out-of-range indices are rejected at trace time).
+    i = np.where(i < 0, i + n, i)
+    return np.clip(i, 0, max(n - 1, 0))
+
+
+def _gather_impl(x, i, *, axis):
+    return np.take(x, _norm_index(i, x.shape[axis]), axis=axis)
+
+
+def _gather_vjp(ct, node):
+    x, i = node.inputs
+    return (L.bind("scatter_add", ct, i, shape=x.shape, axis=node.attr("axis")), None)
+
+
+def _gather_jvp(t, node):
+    x, i = node.inputs
+    return None if t[0] is None else L.bind("gather", t[0], i, axis=node.attr("axis"))
+
+
+register(Op("gather", 2, "layout", _gather_shape, _gather_dtype, _gather_impl, _gather_vjp, _gather_jvp,
+            doc="take(x, idx, axis): integer-array indexing along one axis; negative indices wrap once, "
+                "out-of-range indices clamp"))
+
+
+def _scatter_shape(u, i, *, shape, axis):
+    want = _gather_shape(tuple(shape), i, axis=axis)
+    if tuple(u) != want:
+        raise ShapeError(f"scatter_add: updates of shape {u} do not fit {shape} indexed along axis {axis} by {i}")
+    return shape
+
+
+def _scatter_dtype(d, i, *, shape, axis):
+    _int_index_dtype(i)
+    return d
+
+
+def _scatter_impl(u, i, *, shape, axis):
+    out = np.zeros(shape, u.dtype)
+    idx = _norm_index(i, shape[axis])
+    # move the indexed axis first so np.add.at accumulates repeated indices
+    o = np.moveaxis(out, axis, 0)
+    uu = np.moveaxis(u.reshape(shape[:axis] + (idx.size,) + shape[axis + 1:]), axis, 0)
+    np.add.at(o, idx.reshape(-1), uu)
+    return out
+
+
+def _scatter_vjp(ct, node):
+    u, i = node.inputs
+    return (L.bind("gather", ct, i, axis=node.attr("axis")), None)
+
+
+def _scatter_jvp(t, node):
+    u, i = node.inputs
+    return None if t[0] is None else L.bind("scatter_add", t[0], i, **node.params)
+
+
+register(Op("scatter_add", 2, "layout", _scatter_shape, _scatter_dtype, _scatter_impl, _scatter_vjp, _scatter_jvp,
+            doc="zeros of attr shape, with updates added at integer indices along axis (repeats accumulate)"))
+
+# ----- concatenate -----
+
+
+def _concat_shape(*shapes, axis):
+    s0 = shapes[0]
+    if not 0 <= axis < len(s0):
+        raise ShapeError(f"concatenate: axis {axis} out of range for shape {s0}")
+    for i, s in enumerate(shapes):
+        if len(s) != len(s0) or any(a != b for j, (a, b) in enumerate(zip(s, s0)) if j != axis):
+            raise ShapeError(f"concatenate: operand {i} has shape {s}, incompatible with {s0} along axis {axis}")
+    return s0[:axis] + (sum(s[axis] for s in shapes),) + s0[axis + 1:]
+
+
+def _concat_vjp(ct, node):
+    axis = node.attr("axis")
+    outs = []
+    off = 0
+    nd = ct.ndim
+    for x in node.inputs:
+        n = x.shape[axis]
+        starts = tuple(off if j == axis else 0 for j in range(nd))
+        stops = tuple(off + n if j == axis else ct.shape[j] for j in range(nd))
+        outs.append(L.bind("slice", ct, starts=starts, stops=stops, steps=(1,) * nd))
+        off += n
+    return tuple(outs)
+
+
+def _concat_jvp(t, node):
+    if all(x is None for x in t):
+        return None
+    ts = [L.zeros_like(x) if tx is None else tx for x, tx in zip(node.inputs, t)]
+    return L.bind("concatenate", *ts, axis=node.attr("axis"))
+
+
+register(Op("concatenate", None, "layout", _concat_shape, same_dtype,
+            lambda *xs, axis: np.concatenate(xs, axis=axis), _concat_vjp, _concat_jvp, linear=True,
+            doc="join operands along axis"))

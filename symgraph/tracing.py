@@ -1,0 +1,492 @@
+"""Tracing: running a Python function on tracers records one run as a Graph.
+
+Graph nodes act as tracers. This module gives them NumPy's operators,
+`__array_ufunc__` and `__array_function__` (so unmodified NumPy code traces),
+indexing, the array methods users expect, and guards that turn Python
+control flow on traced values into a clear `TracerConversionError`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from typing import Any, Callable
+
+import numpy as np
+
+from . import lax as L
+from .errors import DTypeError, ShapeError, SymgraphError, TracerConversionError, UnsupportedOpError
+from .ir import Builder, Graph, Node, current_builder
+from .ops import OPS
+from .tree import tree_flatten, tree_unflatten
+
+__all__ = ["trace", "make_input", "getitem", "flatten_args"]
+
+_input_tags = iter(range(1 << 62))
+
+
+def make_input(shape: tuple, dtype: Any, index: int, name: str) -> Node:
+    """A fresh input node of the current builder (unique by tag)."""
+    return current_builder().make(
+        OPS["input"], (), {"shape": tuple(int(d) for d in shape), "dtype": np.dtype(dtype), "index": index, "name": name},
+        tag=("input", next(_input_tags)),
+    )
+
+
+def leaf_spec(x: Any, pos: str) -> tuple[tuple, np.dtype]:
+    """Shape and dtype of an argument leaf (Python floats are float64 scalars).
+
+    Raises:
+        DTypeError: for object arrays, strings and other non-numeric leaves.
+    """
+    if isinstance(x, Node):
+        return x.shape, x.dtype
+    if isinstance(x, (bool, np.bool_)):
+        return (), np.dtype(bool)
+    if isinstance(x, numbers.Integral) and not isinstance(x, np.generic):
+        return (), np.dtype(np.int64)
+    if isinstance(x, numbers.Real) and not isinstance(x, np.generic):
+        return (), np.dtype(np.float64)
+    if isinstance(x, (np.ndarray, np.generic)):
+        if x.dtype == object or x.dtype.kind not in "biuf":
+            raise DTypeError(f"argument {pos} has dtype {x.dtype}; symgraph traces bool, integer and float arrays")
+        return tuple(x.shape), x.dtype
+    if isinstance(x, (list, tuple)):
+        raise DTypeError(f"argument {pos} is a {type(x).__name__}; pass np.asarray(...) for arrays")
+    raise DTypeError(f"argument {pos} has type {type(x).__name__}; symgraph traces arrays and numbers "
+                     f"(mark other arguments static, or close over them)")
+
+
+def flatten_args(args: tuple) -> tuple[list[Any], Any]:
+    """Flatten positional arguments into leaves and a TreeDef."""
+    return tree_flatten(tuple(args))
+
+
+def _arg_names(f: Callable, n: int) -> list[str]:
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(n):
+        p = params[i] if i < len(params) else None
+        if p is not None and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        elif p is not None and p.kind == p.VAR_POSITIONAL:
+            names.extend(f"{p.name}{j}" for j in range(n - i))
+            break
+        else:
+            names.append(f"arg{i}")
+    return names
+
+
+def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
+    """Record one run of `f` on tracers as a Graph.
+
+    Args:
+        f: a Python function of arrays (or pytrees of arrays) that uses NumPy or
+            `symgraph.numpy` operations.
+        *example_args: arrays, Python numbers or pytrees of them; only their
+            shapes and dtypes matter (Python floats are float64 scalars).
+        name: graph label (default: f's name).
+
+    Returns:
+        A Graph with one input node per argument leaf and one output node per
+        result leaf; `graph.evaluate(*args)` reruns it with the NumPy evaluator.
+
+    Raises:
+        DTypeError: for arguments that are not numeric arrays or numbers.
+        TracerConversionError: when f needs a concrete value of a tracer
+            (Python `if` on a traced value, float(), ...).
+        UnsupportedOpError: for NumPy functions without a rule.
+    """
+    leaves, in_tree = flatten_args(example_args)
+    names = _arg_names(f, len(example_args))
+    counts = [len(tree_flatten(a)[0]) for a in example_args]
+    leaf_names = []
+    for nm, c in zip(names, counts):
+        leaf_names.extend([nm] if c == 1 else [f"{nm}[{j}]" for j in range(c)])
+    with Builder() as b:
+        inputs = []
+        for i, (x, nm) in enumerate(zip(leaves, leaf_names)):
+            shape, dtype = leaf_spec(x, nm)
+            inputs.append(make_input(shape, dtype, i, nm))
+        out = f(*tree_unflatten(in_tree, inputs))
+        out_leaves, out_tree = tree_flatten(out)
+        outputs = [as_output(o, i) for i, o in enumerate(out_leaves)]
+    del b
+    return Graph(inputs, outputs, in_tree, out_tree, name=name or getattr(f, "__name__", "f"))
+
+
+def as_output(o: Any, i: int) -> Node:
+    """A result leaf as a node (numbers and arrays become constants)."""
+    if isinstance(o, Node):
+        return o
+    if isinstance(o, (np.ndarray, np.generic, numbers.Number)):
+        return L.constant(o)
+    raise DTypeError(f"result {i} has type {type(o).__name__}; traced functions return arrays or pytrees of arrays")
+
+
+# ----- operators on tracers -----
+
+
+def _snp():
+    from . import numpy as snp
+
+    return snp
+
+
+def _binop(name: str, reverse: bool = False) -> Callable:
+    def op(self: Node, other: Any) -> Any:
+        fn = getattr(_snp(), name)
+        try:
+            return fn(other, self) if reverse else fn(self, other)
+        except _NotArray:
+            return NotImplemented
+
+    op.__name__ = name
+    return op
+
+
+class _NotArray(Exception):
+    pass
+
+
+_BINOPS = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide", "pow": "power",
+    "matmul": "matmul", "floordiv": "floor_divide", "mod": "remainder",
+    "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal", "eq": "equal", "ne": "not_equal",
+    "and": "logical_and", "or": "logical_or",
+}
+for _py, _fn in _BINOPS.items():
+    setattr(Node, f"__{_py}__", _binop(_fn))
+    if _py not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(Node, f"__r{_py}__", _binop(_fn, reverse=True))
+
+Node.__neg__ = lambda self: _snp().negative(self)  # type: ignore[method-assign]
+Node.__pos__ = lambda self: self  # type: ignore[method-assign]
+Node.__abs__ = lambda self: _snp().abs(self)  # type: ignore[method-assign]
+Node.__invert__ = lambda self: _snp().logical_not(self)  # type: ignore[method-assign]
+
+
+def _conversion_error(what: str, fix: str) -> Callable:
+    def fn(self: Node, *a: Any) -> Any:
+        raise TracerConversionError(
+            f"{what} needs a concrete value, but this is a traced value of shape {self.shape} and dtype "
+            f"{self.dtype} (op {self.op.name}). {fix}"
+        )
+
+    return fn
+
+
+_IF_FIX = ("Python control flow cannot depend on traced values; use symgraph.numpy.where(cond, a, b) "
+           "(or np.where) to select values, or pass the value as a static argument.")
+Node.__bool__ = _conversion_error("bool() (Python `if`, `while`, `and`, `or` or `not` on a traced value)", _IF_FIX)  # type: ignore[method-assign]
+Node.__float__ = _conversion_error("float()", "Keep the value in the graph, or return it from the function and convert the result.")  # type: ignore[method-assign]
+Node.__int__ = _conversion_error("int()", "Use static shapes, or pass the value as a static argument.")  # type: ignore[method-assign]
+Node.__complex__ = _conversion_error("complex()", "Complex numbers are not supported.")  # type: ignore[method-assign]
+Node.__index__ = _conversion_error("Using a traced value as a Python index", "Use integer-array indexing (x[idx] with an integer array) or a static argument.")  # type: ignore[method-assign]
+Node.__array__ = _conversion_error("np.asarray() / conversion to a NumPy array", "Use NumPy functions on the traced value directly (they trace), or return it from the function.")  # type: ignore[method-assign]
+
+
+def _setitem(self: Node, idx: Any, value: Any) -> None:
+    raise TracerConversionError(
+        f"in-place assignment x[...] = v on a traced value (shape {self.shape}) is not supported: traced values "
+        f"are immutable. Use the functional form x = x.at[idx].set(v) (or .add(v))."
+    )
+
+
+Node.__setitem__ = _setitem  # type: ignore[method-assign]
+
+
+def _len(self: Node) -> int:
+    if not self.shape:
+        raise TypeError("len() of a 0-d traced value")
+    return self.shape[0]
+
+
+def _iter(self: Node) -> Any:
+    if not self.shape:
+        raise TypeError("iteration over a 0-d traced value")
+    return (self[i] for i in range(self.shape[0]))
+
+
+Node.__len__ = _len  # type: ignore[method-assign]
+Node.__iter__ = _iter  # type: ignore[method-assign]
+Node.T = property(lambda self: L.transpose(self))  # type: ignore[attr-defined]
+Node.mT = property(lambda self: L.swap_last(self))  # type: ignore[attr-defined]
+
+
+def _method(name: str) -> Callable:
+    def m(self: Node, *a: Any, **k: Any) -> Any:
+        return getattr(_snp(), name)(self, *a, **k)
+
+    m.__name__ = name
+    return m
+
+
+for _m in ("sum", "mean", "max", "min", "prod", "argmax", "var", "std", "clip", "transpose", "squeeze", "ravel", "flatten", "swapaxes"):
+    setattr(Node, _m, _method(_m))
+
+
+def _reshape_method(self: Node, *shape: Any, **kw: Any) -> Any:
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        shape = tuple(shape[0])
+    return L.reshape(self, shape)
+
+
+def _transpose_method(self: Node, *axes: Any) -> Any:
+    if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+        axes = tuple(axes[0]) if axes[0] is not None else None
+    return L.transpose(self, axes or None)
+
+
+def _astype(self: Node, dtype: Any, copy: bool = True) -> Any:
+    return L.cast(self, dtype)
+
+
+Node.reshape = _reshape_method  # type: ignore[attr-defined]
+Node.transpose = _transpose_method  # type: ignore[attr-defined]
+Node.astype = _astype  # type: ignore[attr-defined]
+Node.dot = lambda self, other: _snp().dot(self, other)  # type: ignore[attr-defined]
+
+
+# ----- NumPy protocols -----
+
+
+def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    snp = _snp()
+    if kwargs.get("out") is not None:
+        raise UnsupportedOpError(f"np.{ufunc.__name__}(..., out=...) writes in place, which tracing does not support")
+    kwargs.pop("out", None)
+    if method == "reduce":
+        red = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}.get(ufunc.__name__)
+        if red is None:
+            raise UnsupportedOpError(f"np.{ufunc.__name__}.reduce has no rule")
+        return getattr(snp, red)(*inputs, **kwargs)
+    if method != "__call__":
+        raise UnsupportedOpError(f"np.{ufunc.__name__}.{method} has no rule")
+    fn = snp.UFUNCS.get(ufunc.__name__)
+    if fn is None:
+        raise UnsupportedOpError(f"np.{ufunc.__name__} has no rule in symgraph (no traced equivalent)")
+    extra = set(kwargs) - {"dtype", "casting", "where"}
+    if extra or kwargs.get("where", True) is not True:
+        raise UnsupportedOpError(f"np.{ufunc.__name__}: keyword arguments {sorted(set(kwargs))} are not supported")
+    out = fn(*inputs)
+    if kwargs.get("dtype") is not None:
+        out = L.cast(out, kwargs["dtype"])
+    return out
+
+
+def _array_function(self: Node, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+    snp = _snp()
+    fn = snp.FUNCTIONS.get(func)
+    if fn is None:
+        mod = getattr(func, "__module__", "numpy") or "numpy"
+        mod = "np" if mod.startswith("numpy") and "linalg" not in mod else mod.replace("numpy", "np")
+        raise UnsupportedOpError(f"{mod}.{func.__name__} has no rule in symgraph; "
+                                 f"write it with supported operations (see symgraph.numpy)")
+    return fn(*args, **kwargs)
+
+
+Node.__array_ufunc__ = _array_ufunc  # type: ignore[attr-defined]
+Node.__array_function__ = _array_function  # type: ignore[attr-defined]
+
+
+# ----- indexing -----
+
+
+def _is_int(i: Any) -> bool:
+    return isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
+
+
+def _is_array_index(i: Any) -> bool:
+    if isinstance(i, Node):
+        return True
+    if isinstance(i, (np.ndarray, list)):
+        return True
+    return False
+
+
+def _concrete_index(i: Any, n: int, axis: int) -> np.ndarray:
+    a = np.asarray(i)
+    if a.dtype.kind == "b":
+        raise ShapeError("boolean mask indices must have been converted")  # pragma: no cover
+    if a.size and a.dtype.kind not in "iu":
+        raise DTypeError(f"index arrays must be integers, got dtype {a.dtype}")
+    a = a.astype(np.int64)
+    if a.size and (a.min() < -n or a.max() >= n):
+        raise ShapeError(f"index out of bounds for axis {axis} with size {n}: {a.min()}..{a.max()}")
+    return np.where(a < 0, a + n, a)
+
+
+def getitem(x: Node, idx: Any) -> Any:
+    """x[idx] with NumPy semantics: ints, slices, None, Ellipsis, integer arrays, concrete boolean masks.
+
+    Raises:
+        ShapeError: indices out of bounds (concrete) or too many indices.
+        UnsupportedOpError: traced boolean masks (data-dependent shapes).
+    """
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    # concrete boolean masks become integer arrays
+    expanded: list[Any] = []
+    for i in idx:
+        if isinstance(i, Node) and i.dtype.kind == "b":
+            raise UnsupportedOpError("indexing with a traced boolean mask has a data-dependent shape; "
+                                     "use np.where(mask, x, 0) instead")
+        if isinstance(i, (np.ndarray, list)) and np.asarray(i).dtype.kind == "b":
+            expanded.extend(np.nonzero(np.asarray(i)))
+        elif isinstance(i, (bool, np.bool_)):
+            raise UnsupportedOpError("indexing with a Python bool is not supported")
+        else:
+            expanded.append(i)
+    idx = tuple(expanded)
+    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if sum(1 for i in idx if i is Ellipsis) > 1:
+        raise ShapeError("an index can only have a single ellipsis ('...')")
+    if n_real > x.ndim:
+        raise ShapeError(f"too many indices for an array of shape {x.shape}: {n_real} indices")
+    if Ellipsis in [i for i in idx if not _is_array_index(i) and not isinstance(i, Node)]:
+        k = [j for j, i in enumerate(idx) if i is Ellipsis and not _is_array_index(i)][0]
+        idx = idx[:k] + (slice(None),) * (x.ndim - n_real) + idx[k + 1:]
+    else:
+        idx = idx + (slice(None),) * (x.ndim - n_real)
+    if any(_is_array_index(i) for i in idx):
+        return _advanced_getitem(x, idx)
+    return _basic_getitem(x, idx)
+
+
+def _basic_getitem(x: Node, idx: tuple) -> Node:
+    starts, stops, steps, out_shape = [], [], [], []
+    d = 0
+    for i in idx:
+        if i is None:
+            out_shape.append(1)
+            continue
+        n = x.shape[d]
+        if _is_int(i):
+            j = int(i)
+            if not -n <= j < n:
+                raise ShapeError(f"index {j} is out of bounds for axis {d} with size {n}")
+            j %= n
+            starts.append(j)
+            stops.append(j + 1)
+            steps.append(1)
+        elif isinstance(i, slice):
+            a, b, c = i.indices(n)
+            starts.append(a)
+            stops.append(b)
+            steps.append(c)
+            out_shape.append(len(range(a, b, c)))
+        else:
+            raise UnsupportedOpError(f"index of type {type(i).__name__} is not supported")
+        d += 1
+    y = x
+    if any(s != 0 or e != n or st != 1 for s, e, st, n in zip(starts, stops, steps, x.shape)):
+        y = L.bind("slice", x, starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
+    return L.reshape(y, tuple(out_shape))
+
+
+def _advanced_getitem(x: Node, idx: tuple) -> Node:
+    if any(i is None for i in idx):
+        raise UnsupportedOpError("mixing None (np.newaxis) with integer-array indices is not supported")
+    # basic slicing first, keeping advanced positions whole
+    pre = tuple(i if isinstance(i, slice) else slice(None) for i in idx)
+    y = _basic_getitem(x, pre)
+    adv_pos = [d for d, i in enumerate(idx) if not isinstance(i, slice)]
+    arrays = []
+    for d in adv_pos:
+        i = idx[d]
+        n = y.shape[d]
+        if isinstance(i, Node):
+            if i.dtype.kind not in "iu":
+                raise DTypeError(f"index arrays must be integers, got dtype {i.dtype} for axis {d}")
+            i = L.cast(i, np.int64)
+            i = L.where(L.binary("lt", i, 0), i + n, i)
+        else:
+            i = _concrete_index(i, n, d)
+        arrays.append(i)
+    if len(adv_pos) == 1:
+        i = arrays[0]
+        return L.bind("gather", y, L.asnode(i), axis=adv_pos[0])
+    bshape = np.broadcast_shapes(*[tuple(a.shape) for a in arrays])
+    # flatten the advanced axes into one, moved to the front
+    rest = [d for d in range(y.ndim) if d not in adv_pos]
+    yt = L.transpose(y, tuple(adv_pos) + tuple(rest))
+    sizes = [y.shape[d] for d in adv_pos]
+    yf = L.reshape(yt, (int(np.prod(sizes, dtype=np.int64)),) + tuple(y.shape[d] for d in rest))
+    flat: Any = 0
+    stride = 1
+    for a, n in reversed(list(zip(arrays, sizes))):
+        term = L.broadcast_to(a, bshape) if isinstance(a, Node) else np.broadcast_to(a, bshape)
+        flat = term * stride + flat if stride != 1 else term + flat
+        stride *= n
+    g = L.bind("gather", yf, L.asnode(np.asarray(flat, dtype=np.int64) if not isinstance(flat, Node) else flat), axis=0)
+    contiguous = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
+    if contiguous and adv_pos[0] != 0:
+        nb = len(bshape)
+        k = adv_pos[0]
+        perm = tuple(range(nb, nb + k)) + tuple(range(nb)) + tuple(range(nb + k, g.ndim))
+        g = L.transpose(g, perm)
+    return g
+
+
+Node.__getitem__ = getitem  # type: ignore[method-assign]
+
+
+class _AtIndexer:
+    """x.at[idx].set(v) / .add(v): functional updates (JAX-style), for concrete indices."""
+
+    def __init__(self, x: Node, idx: Any = None):
+        self.x = x
+        self.idx = idx
+
+    def __getitem__(self, idx: Any) -> "_AtIndexer":
+        return _AtIndexer(self.x, idx)
+
+    def _positions(self) -> np.ndarray:
+        x = self.x
+        idx = self.idx if isinstance(self.idx, tuple) else (self.idx,)
+        if any(isinstance(i, Node) for i in idx):
+            raise UnsupportedOpError("x.at[idx] with traced indices is not supported; use concrete indices")
+        pos = np.arange(x.size, dtype=np.int64).reshape(x.shape)[self.idx]
+        return np.asarray(pos, dtype=np.int64)
+
+    def add(self, v: Any) -> Node:
+        """x with v added at idx (repeated indices accumulate)."""
+        x = self.x
+        pos = self._positions()
+        v = L.broadcast_to(L.cast(L.asnode(v), x.dtype), pos.shape)
+        upd = L.bind("scatter_add", L.reshape(v, (pos.size,)), L.asnode(pos.reshape(-1)), shape=(x.size,), axis=0)
+        return x + L.reshape(upd, x.shape)
+
+    def set(self, v: Any) -> Node:
+        """x with the entries at idx replaced by v.
+
+        Raises:
+            UnsupportedOpError: when idx repeats a position (the result would be order-dependent).
+        """
+        x = self.x
+        pos = self._positions().reshape(-1)
+        if len(np.unique(pos)) != pos.size:
+            raise UnsupportedOpError("x.at[idx].set(v) with repeated indices is ambiguous; use .add")
+        mask = np.zeros(x.size, bool)
+        mask[pos] = True
+        v = L.broadcast_to(L.cast(L.asnode(v), x.dtype), self._positions().shape)
+        upd = L.bind("scatter_add", L.reshape(v, (pos.size,)), L.asnode(pos), shape=(x.size,), axis=0)
+        return L.where(mask.reshape(x.shape), L.reshape(upd, x.shape), x)
+
+
+Node.at = property(lambda self: _AtIndexer(self))  # type: ignore[attr-defined]
+
+
+def is_traced(x: Any) -> bool:
+    """Whether x is a traced value (a graph node)."""
+    return isinstance(x, Node)
+
+
+def ensure_no_leak(x: Any) -> None:
+    """Raise if x is a Node escaping its trace (used at API boundaries)."""
+    if isinstance(x, Node):
+        raise SymgraphError("a traced value escaped its trace")

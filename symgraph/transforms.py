@@ -1,0 +1,401 @@
+"""User-facing transformations: grad, value_and_grad, vjp, jvp, jacobian, hessian, hvp.
+
+Each is a thin layer over tracing and the two differentiation passes. Called
+on traced values (inside `trace`, `compile` or another transformation) they
+build the derivative nodes inline in the current graph, so transformations
+nest: `grad(grad(f))` differentiates the graph `grad(f)` built. Called on
+concrete arrays they trace, differentiate, simplify and run the NumPy
+evaluator, returning NumPy arrays (float64 in, float64 out; float32 in,
+float32 out).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import lax as L
+from .autodiff import fresh, is_float, jvp_nodes, vjp_nodes
+from .errors import DTypeError, NonScalarOutputError, ShapeError, SymgraphError
+from .ir import Node
+from .tracing import as_output, trace
+from .tree import tree_flatten, tree_map, tree_unflatten
+
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "stop_gradient", "config"]
+
+
+class _Config(threading.local):
+    """Switches: `config.simplify` (default True) simplifies results of transformations."""
+
+    def __init__(self) -> None:
+        self.simplify = True
+
+
+config = _Config()
+
+
+def _any_traced(tree: Any) -> bool:
+    return any(isinstance(x, Node) for x in tree_flatten(tree)[0])
+
+
+def _normalize_argnums(argnums: int | Sequence[int], nargs: int, fname: str) -> tuple[tuple[int, ...], bool]:
+    single = isinstance(argnums, (int, np.integer))
+    nums = (int(argnums),) if single else tuple(int(a) for a in argnums)
+    for a in nums:
+        if not -nargs <= a < nargs:
+            raise SymgraphError(f"{fname}: argnums {a} is out of range for {nargs} positional arguments")
+    return tuple(a % nargs for a in nums), single
+
+
+def _run(fn: Callable, args: tuple, name: str, simplify: bool | None = None) -> Any:
+    """Trace fn on concrete args, simplify, evaluate with the NumPy evaluator."""
+    g = trace(fn, *args, name=name)
+    if config.simplify if simplify is None else simplify:
+        from .passes.simplify import simplify as _simplify
+
+        g = _simplify(g)
+    return g.evaluate(*args)
+
+
+def _wrt_leaves(args: tuple, nums: tuple[int, ...], fname: str) -> tuple[list, list[list[Node]], list[Any]]:
+    """Replace the differentiated arguments' leaves by fresh nodes.
+
+    Returns:
+        (new_args, fresh leaves per argnum, treedefs per argnum).
+    """
+    new_args = list(args)
+    leaves_per, trees = [], []
+    for a in nums:
+        leaves, td = tree_flatten(args[a])
+        fl = []
+        for j, x in enumerate(leaves):
+            node = L.asnode(x) if not isinstance(x, Node) else x
+            if not is_float(node):
+                where = f"argument {a}" + (f" leaf {j}" if len(leaves) > 1 else "")
+                raise DTypeError(f"{fname}: {where} has dtype {node.dtype}; derivatives need float32 or float64 "
+                                 f"inputs (cast with .astype(np.float64), or leave it out of argnums)")
+            fl.append(fresh(node))
+        new_args[a] = tree_unflatten(td, fl)
+        leaves_per.append(fl)
+        trees.append(td)
+    return new_args, leaves_per, trees
+
+
+def _scalar_output(out: Any, fname: str) -> Node:
+    leaves, _ = tree_flatten(out)
+    if len(leaves) != 1:
+        raise NonScalarOutputError(f"{fname}: the function returned {len(leaves)} arrays; grad needs a single "
+                                   f"scalar output (use has_aux=True for auxiliary outputs, or jacobian/vjp)")
+    o = as_output(leaves[0], 0)
+    if o.shape != ():
+        raise NonScalarOutputError(f"{fname}: the function output has shape {o.shape}; grad needs a scalar output "
+                                   f"(reduce it with sum/mean, or use sg.jacobian or sg.vjp)")
+    if not is_float(o):
+        raise DTypeError(f"{fname}: the function output has dtype {o.dtype}; grad needs a float output")
+    return o
+
+
+def _value_and_grad_inline(f: Callable, args: tuple, nums: tuple[int, ...], single: bool, has_aux: bool, fname: str):
+    new_args, fl, trees = _wrt_leaves(args, nums, fname)
+    res = f(*new_args)
+    aux = None
+    if has_aux:
+        if not (isinstance(res, (tuple, list)) and len(res) == 2):
+            raise SymgraphError(f"{fname}: has_aux=True needs the function to return a pair (output, aux)")
+        res, aux = res
+    out = _scalar_output(res, fname)
+    flat_wrt = [x for leaves in fl for x in leaves]
+    cts = vjp_nodes([out], [L.full_like(out, 1.0)], flat_wrt)
+    it = iter(L.zeros_like(w) if c is None else c for w, c in zip(flat_wrt, cts))
+    grads = tuple(tree_unflatten(td, [next(it) for _ in leaves]) for td, leaves in zip(trees, fl))
+    g = grads[0] if single else grads
+    return ((out, aux), g) if has_aux else (out, g)
+
+
+def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """Return a function computing f's value and its gradient.
+
+    Args:
+        f: a function whose output is a float scalar (0-d). Also usable as a decorator.
+        argnums: which positional argument(s) to differentiate (int or tuple).
+        has_aux: f returns (output, aux); aux is returned alongside, not differentiated.
+
+    Returns:
+        A function returning (value, grad); grad has the structure of the
+        differentiated argument (a tuple of them when argnums is a tuple).
+
+    Raises:
+        NonScalarOutputError: f's output is not a scalar.
+        DTypeError: a differentiated argument is an integer or bool array.
+    """
+    if f is None:
+        return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux)
+    fname = f"value_and_grad({getattr(f, '__name__', 'f')})"
+
+    @functools.wraps(f)
+    def vg(*args: Any) -> Any:
+        nums, single = _normalize_argnums(argnums, len(args), fname)
+        if _any_traced(args):
+            return _value_and_grad_inline(f, args, nums, single, has_aux, fname)
+        return _run(lambda *a: _value_and_grad_inline(f, a, nums, single, has_aux, fname), args, fname)
+
+    return vg
+
+
+def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """Return a function computing the gradient of scalar-valued f.
+
+    Usable as `sg.grad(f)`, `@sg.grad` or `@sg.grad(argnums=1)`.
+
+    Args:
+        f: function of arrays (or pytrees) returning a float scalar.
+        argnums: int or tuple of ints: positional arguments to differentiate.
+        has_aux: f returns (output, aux); the gradient function returns (grad, aux).
+
+    Returns:
+        A function with f's signature returning the gradient, with the
+        structure, shape and dtype of the differentiated argument(s).
+
+    Raises:
+        NonScalarOutputError: f's output is not a scalar (names the shape).
+        DTypeError: differentiating with respect to an integer or bool argument.
+    """
+    if f is None:
+        return functools.partial(grad, argnums=argnums, has_aux=has_aux)
+    vg = value_and_grad(f, argnums=argnums, has_aux=has_aux)
+    fname = f"grad({getattr(f, '__name__', 'f')})"
+
+    @functools.wraps(f)
+    def g(*args: Any) -> Any:
+        nums, single = _normalize_argnums(argnums, len(args), fname)
+        if _any_traced(args):
+            (v, gr) = _value_and_grad_inline(f, args, nums, single, has_aux, fname)
+            return (gr, v[1]) if has_aux else gr
+
+        def inner(*a: Any) -> Any:
+            v, gr = _value_and_grad_inline(f, a, nums, single, has_aux, fname)
+            return (gr, v[1]) if has_aux else gr
+
+        return _run(inner, args, fname)
+
+    del vg
+    return g
+
+
+def _check_tangents(primals: tuple, tangents: tuple, fname: str) -> tuple[list, list, Any]:
+    pl, ptree = tree_flatten(tuple(primals))
+    tl, ttree = tree_flatten(tuple(tangents))
+    if ptree != ttree:
+        raise ShapeError(f"{fname}: tangents have structure {ttree}, primals have {ptree}")
+    for i, (p, t) in enumerate(zip(pl, tl)):
+        ps, ts = np.shape(p) if not isinstance(p, Node) else p.shape, np.shape(t) if not isinstance(t, Node) else t.shape
+        if tuple(ps) != tuple(ts):
+            raise ShapeError(f"{fname}: tangent {i} has shape {tuple(ts)}, its primal has shape {tuple(ps)}")
+    return pl, tl, ptree
+
+
+def _jvp_inline(f: Callable, primals: tuple, tangents: tuple, fname: str):
+    pl, tl, ptree = _check_tangents(primals, tangents, fname)
+    fl = []
+    for i, p in enumerate(pl):
+        node = L.asnode(p)
+        if not is_float(node):
+            raise DTypeError(f"{fname}: primal {i} has dtype {node.dtype}; tangents need float primals")
+        fl.append(fresh(node))
+    out = f(*tree_unflatten(ptree, fl))
+    ol, otree = tree_flatten(out)
+    ol = [as_output(o, i) for i, o in enumerate(ol)]
+    tnodes = [L.cast(L.asnode(t), w.dtype) for t, w in zip(tl, fl)]
+    touts = jvp_nodes(ol, fl, tnodes)
+    touts = [L.zeros_like(o) if t is None else t for o, t in zip(ol, touts)]
+    return tree_unflatten(otree, ol), tree_unflatten(otree, touts)
+
+
+def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+    """Forward mode: f's output and its directional derivative J @ tangents.
+
+    Args:
+        f: function of arrays (or pytrees).
+        primals: tuple of f's positional arguments.
+        tangents: tuple of the same structure, shapes and (float) dtypes.
+
+    Returns:
+        (f(*primals), tangent_out) with tangent_out shaped like the output.
+
+    Raises:
+        ShapeError: a tangent whose shape differs from its primal.
+        DTypeError: a tangent for an integer or bool primal.
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    fname = f"jvp({getattr(f, '__name__', 'f')})"
+    if _any_traced((primals, tangents)):
+        return _jvp_inline(f, primals, tangents, fname)
+    _check_tangents(primals, tangents, fname)
+    return _run(lambda p, t: _jvp_inline(f, p, t, fname), (primals, tangents), fname)
+
+
+def _vjp_inline(f: Callable, primals: tuple, cotangent: Any, fname: str):
+    new_args, fl, trees = _wrt_leaves(primals, tuple(range(len(primals))), fname)
+    out = f(*new_args)
+    ol, otree = tree_flatten(out)
+    ol = [as_output(o, i) for i, o in enumerate(ol)]
+    cl, ctree = tree_flatten(cotangent)
+    if ctree != otree:
+        raise ShapeError(f"{fname}: cotangent has structure {ctree}, the output has {otree}")
+    cnodes = []
+    for i, (c, o) in enumerate(zip(cl, ol)):
+        shp = c.shape if isinstance(c, Node) else np.shape(c)
+        if tuple(shp) != o.shape:
+            raise ShapeError(f"{fname}: cotangent {i} has shape {tuple(shp)}, the output has shape {o.shape}")
+        cnodes.append(L.cast(L.asnode(c), o.dtype))
+    flat = [x for leaves in fl for x in leaves]
+    cts = vjp_nodes(ol, cnodes, flat)
+    it = iter(L.zeros_like(w) if c is None else c for w, c in zip(flat, cts))
+    return tuple(tree_unflatten(td, [next(it) for _ in leaves]) for td, leaves in zip(trees, fl))
+
+
+def vjp(f: Callable, *primals: Any) -> tuple[Any, Callable]:
+    """Reverse mode: f's output and its pullback.
+
+    Args:
+        f: function of arrays (or pytrees); every positional argument is a primal (float).
+        *primals: the arguments.
+
+    Returns:
+        (out, pullback) where pullback(cotangent) returns a tuple with one
+        cotangent per primal (Jᵀ @ cotangent), cotangent shaped like out.
+
+    Raises:
+        DTypeError: an integer or bool primal.
+        ShapeError: a cotangent whose shape differs from the output.
+    """
+    fname = f"vjp({getattr(f, '__name__', 'f')})"
+    if _any_traced(primals):
+        out = f(*primals)
+
+        def pullback_inline(ct: Any) -> tuple:
+            return _vjp_inline(f, primals, ct, fname)
+
+        return out, pullback_inline
+    out = _run(f, primals, getattr(f, "__name__", "f"))
+
+    def pullback(ct: Any) -> tuple:
+        if _any_traced(ct):
+            return _vjp_inline(f, primals, ct, fname)
+        return _run(lambda p, c: _vjp_inline(f, p, c, fname), (tuple(primals), ct), fname)
+
+    return out, pullback
+
+
+def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """Return a function computing the Jacobian of f, shape out.shape + in.shape.
+
+    Reverse mode, one pullback per output element (forward mode, one push per
+    input element, when the input is smaller); the forward graph is shared.
+
+    Args:
+        f: function returning one array.
+        argnums: int or tuple of ints.
+
+    Returns:
+        A function returning the Jacobian (a tuple of them for tuple argnums).
+
+    Raises:
+        DTypeError: a differentiated argument is an integer or bool array.
+    """
+    fname = f"jacobian({getattr(f, '__name__', 'f')})"
+
+    def inline(*args: Any) -> Any:
+        nums, single = _normalize_argnums(argnums, len(args), fname)
+        new_args, fl, trees = _wrt_leaves(args, nums, fname)
+        for leaves in fl:
+            if len(leaves) != 1:
+                raise SymgraphError(f"{fname}: jacobian with respect to a pytree argument is not supported")
+        wrt = [leaves[0] for leaves in fl]
+        out = f(*new_args)
+        ol, _ = tree_flatten(out)
+        if len(ol) != 1:
+            raise SymgraphError(f"{fname}: jacobian needs a function returning one array, got {len(ol)}")
+        o = as_output(ol[0], 0)
+        if not is_float(o):
+            raise DTypeError(f"{fname}: the output has dtype {o.dtype}; a Jacobian needs a float output")
+        jacs = []
+        for w in wrt:
+            n_out, n_in = o.size, w.size
+            if n_out <= n_in or n_in == 0:
+                rows = []
+                for i in range(n_out):
+                    e = np.zeros(o.size, o.dtype)
+                    e[i] = 1
+                    (c,) = vjp_nodes([o], [L.constant(e.reshape(o.shape))], [w])
+                    rows.append(L.reshape(L.zeros_like(w) if c is None else c, (1, n_in)))
+                J = _concat_rows(rows, (n_out, n_in), w.dtype)
+            else:
+                cols = []
+                for j in range(n_in):
+                    e = np.zeros(w.size, w.dtype)
+                    e[j] = 1
+                    (t,) = jvp_nodes([o], [w], [L.constant(e.reshape(w.shape))])
+                    cols.append(L.reshape(L.zeros_like(o) if t is None else t, (n_out, 1)))
+                J = _concat_rows(cols, (n_out, n_in), w.dtype, axis=1)
+            jacs.append(L.reshape(J, o.shape + w.shape))
+        return jacs[0] if single else tuple(jacs)
+
+    @functools.wraps(f)
+    def jac(*args: Any) -> Any:
+        if _any_traced(args):
+            return inline(*args)
+        return _run(inline, args, fname)
+
+    return jac
+
+
+def _concat_rows(parts: list, shape: tuple, dtype: Any, axis: int = 0) -> Any:
+    if not parts:
+        return L.constant(np.zeros(shape, dtype))
+    if len(parts) == 1:
+        return parts[0]
+    return L.bind("concatenate", *parts, axis=axis)
+
+
+def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """Return a function computing the Hessian of scalar f, shape in.shape + in.shape.
+
+    The Jacobian of the gradient (reverse over reverse).
+
+    Raises:
+        NonScalarOutputError: f's output is not a scalar.
+        DTypeError: an integer or bool argument.
+    """
+    return jacobian(grad(f, argnums=argnums), argnums=argnums)
+
+
+def hvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
+    """Hessian-vector product H @ v of scalar f, without forming H.
+
+    Forward over reverse: the JVP of the gradient graph (Pearlmutter 1994,
+    "Fast exact multiplication by the Hessian").
+
+    Args:
+        f: scalar function of its positional arguments.
+        primals: tuple of arguments x.
+        tangents: tuple of vectors v shaped like the primals.
+
+    Returns:
+        H @ v, shaped like the (first) primal; a tuple when f takes several arguments.
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    argnums = tuple(range(len(primals)))
+    g = grad(f, argnums=argnums if len(primals) > 1 else 0)
+    _, t = jvp(g, primals, tangents)
+    return t
+
+
+def stop_gradient(x: Any) -> Any:
+    """x, with zero derivative (applied leaf-wise to pytrees)."""
+    from . import numpy as snp
+
+    return tree_map(snp.stop_gradient, x)
