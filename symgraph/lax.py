@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import DTypeError, ShapeError, SymgraphError, TracerConversionError
+from .errors import DTypeError, ShapeError
 from .ir import ConstValue, Node, current_builder
 from .ops.core import OPS, broadcast_shapes, normalize_axes
 
@@ -117,10 +117,15 @@ def promote_and_broadcast(op: str, *xs: Any, dtype: Any = None) -> list[Any]:
     if dtype is None:
         dtype = result_dtype(*xs)
     shape = broadcast_shapes(*[_shape_of(x) for x in xs], op=op)
+    traced = any(isinstance(x, Node) for x in xs)
     out = []
     for x in xs:
         if isinstance(x, Node):
             x = cast(x, dtype)
+        elif traced:
+            # a constant node of its own (small) shape, broadcast in the graph:
+            # `x + 1.0` never materialises a full-size constant
+            x = constant(np.asarray(x, dtype=dtype))
         else:
             x = np.asarray(x, dtype=dtype)
         out.append(broadcast_to(x, shape))
@@ -305,7 +310,3 @@ def unbroadcast(ct: Node, shape: tuple) -> Node:
     )
     out = reduce("sum", ct, axis=axes) if axes else ct
     return reshape(out, shape)
-
-
-def _no_bool(x: Any, what: str) -> None:
-    raise TracerConversionError(what)
