@@ -20,15 +20,18 @@ from .interpreter import evaluate
 from .ir import Builder, Graph, Node
 from .passes.simplify import simplify
 from .tracing import trace
-from .testing import check_grads
-from .transforms import config, grad, hessian, hvp, jacobian, jvp, stop_gradient, value_and_grad, vjp
+from .batching import vmap
+from .custom import custom_jvp, custom_vjp
+from .testing import check_grads, check_vjp_jvp
+from .transforms import config, grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, stop_gradient, value_and_grad, vjp
 from .tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 
 __version__ = "0.1.0"
 
 __all__ = [
     "trace", "Graph", "Node", "Builder", "evaluate", "numpy",
-    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "stop_gradient", "config",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient",
+    "vmap", "custom_vjp", "custom_jvp", "config", "check_vjp_jvp",
     "simplify", "check_grads",
     "tree_map", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure",
     "SymgraphError", "ShapeError", "DTypeError", "NonScalarOutputError", "TracerConversionError",

@@ -7,6 +7,13 @@ The backward nodes read the forward nodes, which are shared, never copied, so
 the result is again a graph and can be differentiated again. `None` is a
 symbolic zero; zeros are materialised only at the API boundary.
 
+Guarded branches: a cotangent of the form `where(c, g, 0)` (what the VJP of
+`where`, `maximum` and `minimum` produce) stays masked through the elementwise
+ops upstream of it: the rule is applied to `g` and the result masked again.
+So `where(x > 0, sqrt(x), 0)` has gradient 0 (not NaN) at x <= 0, although
+sqrt'(x) is infinite or NaN there: the untaken branch contributes exactly 0
+instead of 0 * inf (see docs/differentiation.md, "Guards").
+
 References:
     Griewank & Walther, Evaluating Derivatives (2nd ed., SIAM 2008), ch. 3-4
     (forward and reverse mode); the rule-table design follows JAX's autodidax.
@@ -14,15 +21,23 @@ References:
 
 from __future__ import annotations
 
-from typing import Sequence
+import itertools
+from typing import Any, Sequence
+
+import numpy as np
 
 from . import lax as L
 from .errors import DTypeError, ShapeError, UnsupportedOpError
 from .ir import Graph, Node, current_builder, meta, role, source_location, toposort
+from .ops import OPS
 
-__all__ = ["vjp_nodes", "jvp_nodes", "vjp_pass", "jvp_pass", "fresh", "is_float"]
+__all__ = ["vjp_nodes", "jvp_nodes", "vjp_pass", "jvp_pass", "fresh", "is_float", "placeholder", "depends_on"]
 
-_fresh_tags = iter(range(1 << 62))
+_fresh_tags = itertools.count()
+
+# Selection ops build their own masks in their VJP rules; masks are not
+# propagated through them (their rule keeps the innermost guard).
+_SELECT_OPS = frozenset({"where", "maximum", "minimum"})
 
 
 def is_float(x: Node) -> bool:
@@ -40,6 +55,45 @@ def fresh(x: Node) -> Node:
     return L.bind("copy", x, tag=("fresh", next(_fresh_tags)))
 
 
+def placeholder(shape: tuple, dtype: Any, name: str = "placeholder") -> Node:
+    """A fresh unbound node of the current builder standing for a value supplied later.
+
+    Used for seeds and tangents that a transformation substitutes afterwards
+    (the identity basis of `jacobian`, the per-example value of `vmap`, the
+    tangent variables of a `custom_jvp` rule). It is an `input` node with a
+    unique tag; it must not remain in a graph that is evaluated.
+    """
+    return current_builder().make(
+        OPS["input"], (),
+        {"shape": tuple(int(d) for d in shape), "dtype": np.dtype(dtype), "index": -1, "name": name},
+        tag=("placeholder", next(_fresh_tags)),
+    )
+
+
+def depends_on(nodes: Sequence[Node], sources: Sequence[Node]) -> bool:
+    """Whether any of `nodes` reaches any of `sources` through inputs.
+
+    Nodes are immutable, so a node created before all sources cannot read
+    them; the walk only descends into younger nodes (cheap when the sources
+    are recent placeholders).
+    """
+    src = set(sources)
+    if not src:
+        return False
+    oldest = min(s.id for s in src)
+    seen: set[Node] = set()
+    stack = [n for n in nodes if n is not None]
+    while stack:
+        n = stack.pop()
+        if n in src:
+            return True
+        if n in seen or n.id < oldest:
+            continue
+        seen.add(n)
+        stack.extend(n.inputs)
+    return False
+
+
 def _depends(order: Sequence[Node], wrt: Sequence[Node]) -> set[Node]:
     """Nodes whose value depends differentiably on some node of `wrt`."""
     dep = set(wrt)
@@ -49,6 +103,50 @@ def _depends(order: Sequence[Node], wrt: Sequence[Node]) -> set[Node]:
         if n.op.differentiable and is_float(n) and any(x in dep for x in n.inputs):
             dep.add(n)
     return dep
+
+
+# ----- masked cotangents (guards) -----
+
+
+def _is_zero(x: Node) -> bool:
+    """x is a constant zero, possibly broadcast."""
+    if x.op.name == "broadcast_to":
+        x = x.inputs[0]
+    if x.op.name != "constant":
+        return False
+    a = x.attr("value").array
+    return a.size > 0 and not np.any(a)
+
+
+def _mask_of(ct: Node) -> tuple[Node, Node, bool] | None:
+    """(condition, g, polarity) when ct is where(c, g, 0) (True) or where(c, 0, g) (False)."""
+    if ct.op.name != "where":
+        return None
+    c, a, b = ct.inputs
+    if _is_zero(b):
+        return c, a, True
+    if _is_zero(a):
+        return c, b, False
+    return None
+
+
+def _masked(cond: Node, g: Node, polarity: bool) -> Node:
+    z = L.zeros_like(g)
+    return L.bind("where", cond, g, z) if polarity else L.bind("where", cond, z, g)
+
+
+def _accumulate(prev: Node | None, c: Node) -> Node:
+    """prev + c, keeping a common mask: where(m, a, 0) + where(m, b, 0) = where(m, a + b, 0)."""
+    if prev is None:
+        return c
+    mp, mc = _mask_of(prev), _mask_of(c)
+    if mp is not None and mc is not None and mp[0] is mc[0]:
+        if mp[2] == mc[2]:
+            return _masked(mp[0], L.add(mp[1], mc[1]), mp[2])
+        # where(m, a, 0) + where(m, 0, b) = where(m, a, b): exact, also where a or b is not finite
+        a, b = (mp[1], mc[1]) if mp[2] else (mc[1], mp[1])
+        return L.bind("where", mp[0], a, b)
+    return L.add(prev, c)
 
 
 def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: Sequence[Node]) -> list[Node | None]:
@@ -77,7 +175,7 @@ def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: S
         if c is None or o not in dep:
             continue
         c = L.cast(c, o.dtype)
-        cts[o] = c if o not in cts else L.add(cts[o], c)
+        cts[o] = _accumulate(cts.get(o), c)
     wrt_set = set(wrt)
     for n in reversed(order):
         ct = cts.get(n)
@@ -92,7 +190,14 @@ def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: S
             raise UnsupportedOpError(f"op {op.name} has no derivative rule (VJP), and the derivative is needed",
                                      meta(n).location)
         with source_location(meta(n).location), role("backward"):
-            in_cts = op.vjp(ct, n)
+            mask = None
+            if op.kind == "elementwise" and op.name not in _SELECT_OPS:
+                mask = _mask_of(ct)
+            if mask is not None and mask[0].shape == n.shape:
+                # guarded branch: apply the rule to g, then mask (0 instead of 0 * inf)
+                in_cts = tuple(None if c is None else _masked(mask[0], c, mask[2]) for c in op.vjp(mask[1], n))
+            else:
+                in_cts = op.vjp(ct, n)
             for x, c in zip(n.inputs, in_cts):
                 if c is None or x not in dep:
                     continue
@@ -100,13 +205,30 @@ def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: S
                     raise ShapeError(f"VJP rule of {op.name} gave a cotangent of shape {c.shape} for input {x.shape}")
                 if c.dtype != x.dtype:
                     c = L.cast(c, x.dtype)
-                prev = cts.get(x)
-                cts[x] = c if prev is None else L.add(prev, c)
+                cts[x] = _accumulate(cts.get(x), c)
     return [cts.get(w) for w in wrt]
+
+
+def _needed(order: Sequence[Node], outputs: Sequence[Node]) -> set[Node]:
+    """Nodes whose tangent some output's tangent reads (ops may block inputs: `jvp_reads`)."""
+    need = set(outputs)
+    for n in reversed(order):
+        if n not in need:
+            continue
+        reads = n.op.extra.get("jvp_reads")
+        if reads is None:
+            need.update(n.inputs)
+        else:
+            need.update(n.inputs[i] for i in reads(n))
+    return need
 
 
 def jvp_nodes(outputs: Sequence[Node], wrt: Sequence[Node], tangents: Sequence[Node | None]) -> list[Node | None]:
     """Forward mode on nodes of the current builder.
+
+    Only the tangents that reach the outputs are built: an op whose JVP rule
+    does not read some input's tangent (a `custom_jvp` wrapper and the
+    primal computation inside it) blocks the walk there.
 
     Args:
         outputs: output nodes.
@@ -119,6 +241,7 @@ def jvp_nodes(outputs: Sequence[Node], wrt: Sequence[Node], tangents: Sequence[N
     Raises:
         UnsupportedOpError: an op on the path has no JVP rule (raised only when needed).
         ShapeError: a tangent whose shape differs from its primal.
+        DTypeError: a tangent for an integer or bool primal.
     """
     tan: dict[Node, Node] = {}
     for w, t in zip(wrt, tangents):
@@ -130,8 +253,9 @@ def jvp_nodes(outputs: Sequence[Node], wrt: Sequence[Node], tangents: Sequence[N
             raise DTypeError(f"tangent given for a primal of dtype {w.dtype}; only float primals have tangents")
         tan[w] = L.cast(t, w.dtype)
     order = toposort(outputs)
+    need = _needed(order, outputs)
     for n in order:
-        if n in tan or not n.inputs:
+        if n in tan or not n.inputs or n not in need:
             continue
         ts = [tan.get(x) for x in n.inputs]
         if all(t is None for t in ts):
@@ -145,6 +269,8 @@ def jvp_nodes(outputs: Sequence[Node], wrt: Sequence[Node], tangents: Sequence[N
         with source_location(meta(n).location), role("backward"):
             t = op.jvp(ts, n)
         if t is not None:
+            if t.shape != n.shape:  # pragma: no cover - a rule bug
+                raise ShapeError(f"JVP rule of {op.name} gave a tangent of shape {t.shape} for output {n.shape}")
             if t.dtype != n.dtype:
                 t = L.cast(t, n.dtype)
             tan[n] = t
@@ -156,12 +282,17 @@ def vjp_pass(graph: Graph, cotangents: Sequence[Node] | None = None, wrt: Sequen
 
     Args:
         graph: the forward graph.
-        cotangents: seeds, one per output; default: ones for a single scalar output.
+        cotangents: seeds, one per output (shape and dtype of the output);
+            default: ones for a single scalar output.
         wrt: nodes to differentiate with respect to (default: the float inputs).
 
     Returns:
         A graph with the same inputs whose outputs are the cotangents (zeros
         materialised where there is no dependence).
+
+    Raises:
+        ShapeError: no cotangents for a graph without a single scalar output.
+        UnsupportedOpError: an op on the path has no VJP rule.
     """
     with current_builder():
         if wrt is None:
@@ -172,13 +303,25 @@ def vjp_pass(graph: Graph, cotangents: Sequence[Node] | None = None, wrt: Sequen
             cotangents = [L.full_like(graph.outputs[0], 1.0)]
         cts = vjp_nodes(graph.outputs, cotangents, wrt)
         outs = [L.zeros_like(w) if c is None else c for w, c in zip(wrt, cts)]
-    return Graph(graph.inputs, outs, graph.in_tree, None, name=f"vjp({graph.name})")
+    extra = [c for c in cotangents if c is not None and c.op.name == "input" and c not in set(graph.inputs)]
+    return Graph(graph.inputs + extra, outs, graph.in_tree if not extra else None, None, name=f"vjp({graph.name})")
 
 
 def jvp_pass(graph: Graph, wrt: Sequence[Node], tangents: Sequence[Node]) -> Graph:
     """Graph -> Graph: push tangents forward; outputs become the output tangents.
 
-    `tangents` are usually new input nodes; they are appended to the inputs.
+    Args:
+        graph: the forward graph.
+        wrt: nodes of the graph whose tangents are given (usually its inputs).
+        tangents: one node per `wrt` node, same shape; usually new input
+            nodes, which are appended to the graph's inputs.
+
+    Returns:
+        A graph whose outputs are the tangents of the graph's outputs.
+
+    Raises:
+        ShapeError, DTypeError: a tangent that does not match its primal.
+        UnsupportedOpError: an op on the path has no JVP rule.
     """
     with current_builder():
         ts = jvp_nodes(graph.outputs, wrt, tangents)

@@ -184,8 +184,9 @@ class Node:
         shp = ",".join(map(str, self.shape))
         return f"Node({self.op.name}#{self.id}, {self.dtype}[{shp}])"
 
-    def __hash__(self) -> int:
-        return object.__hash__(self)
+    # Hashing is object identity (inherited from object, C speed); tracing.py
+    # gives nodes comparison operators that build graph nodes, so never use
+    # `==` to compare nodes: interning makes `is` the structural test.
 
     # Operators, NumPy protocols and conversion guards are attached by
     # symgraph.tracing (kept there so this module stays the bare IR).
@@ -243,10 +244,13 @@ class Builder:
         if op.nin is not None and len(inputs) != op.nin:
             raise SymgraphError(f"{op.name} takes {op.nin} inputs, got {len(inputs)}")
         for i, x in enumerate(inputs):
-            if not isinstance(x, Node):
+            if type(x) is not Node and not isinstance(x, Node):
                 raise SymgraphError(f"{op.name}: input {i} is {type(x).__name__}, not a graph node")
-        shape = tuple(int(d) for d in op.shape_rule(*[x.shape for x in inputs], **params))
-        dtype = np.dtype(op.dtype_rule(*[x.dtype for x in inputs], **params))
+        shape = op.shape_rule(*[x.shape for x in inputs], **params)
+        shape = tuple(shape) if all(type(d) is int for d in shape) else tuple(int(d) for d in shape)
+        dtype = op.dtype_rule(*[x.dtype for x in inputs], **params)
+        if type(dtype) is not np.dtype:
+            dtype = np.dtype(dtype)
         with self._lock:
             node = self._table.get(key)
             if node is not None:

@@ -27,7 +27,7 @@ def is_node(x: Any) -> bool:
     return isinstance(x, Node)
 
 
-def bind(name: str, *inputs: Any, tag: Any = None, **attrs: Any) -> Any:
+def bind(name: str, /, *inputs: Any, tag: Any = None, **attrs: Any) -> Any:
     """Apply primitive `name` to `inputs` (nodes) with `attrs`.
 
     When no input is a node, runs the NumPy implementation instead and returns
@@ -146,7 +146,7 @@ def cast(x: Any, dtype: Any) -> Any:
 def unary(name: str, x: Any, float_op: bool = True) -> Any:
     """Apply a unary elementwise primitive (integers cast to float64 for float ops)."""
     _check_array_like(x, name, 0)
-    if float_op:
+    if float_op and not (type(x) is Node and x.dtype.kind == "f"):
         x = to_float(x)
     if not isinstance(x, Node):
         x = np.asarray(x)
@@ -155,6 +155,9 @@ def unary(name: str, x: Any, float_op: bool = True) -> Any:
 
 def binary(name: str, x: Any, y: Any, float_op: bool = False) -> Any:
     """Apply a binary elementwise primitive with NumPy promotion and broadcasting."""
+    if type(x) is Node and type(y) is Node and x.shape == y.shape and x.dtype == y.dtype \
+            and (not float_op or x.dtype.kind == "f"):
+        return current_builder().make(OPS[name], (x, y))  # fast path: nothing to make explicit
     dtype = result_dtype(x, y)
     if float_op and dtype.kind in "biu":
         dtype = np.dtype(np.float64)

@@ -5,6 +5,8 @@ differences along random directions, checks their mutual consistency
 <ȳ, J·v> = <Jᵀ·ȳ, v>, and recurses on the derivative functions for higher
 orders. The inner-product form validates a whole Jacobian with one scalar per
 direction (the approach of autograd's `check_vjp` and JAX's `check_grads`).
+`check_vjp_jvp` checks only that identity, without finite differences, so its
+tolerance can be tight.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 from .errors import SymgraphError
 from .tree import tree_flatten, tree_map
 
-__all__ = ["check_grads", "numerical_jvp", "GradientCheckError"]
+__all__ = ["check_grads", "check_vjp_jvp", "numerical_jvp", "GradientCheckError"]
 
 
 class GradientCheckError(SymgraphError, AssertionError):
@@ -116,3 +118,40 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 1, modes: Sequenc
 
             check_grads(f_vjp, args, order - 1, modes, eps, atol * 10, rtol * 10, seed + 2)
 
+
+
+def check_vjp_jvp(f: Callable, args: Sequence[Any], rtol: float = 1e-10, seed: int = 0) -> tuple[float, float]:
+    """Check that f's VJP and JVP agree: <u, J v> = <J^T u, v> for random u, v.
+
+    No finite differences are involved, so the identity holds to rounding and
+    the tolerance can be tight: it catches a VJP rule that is not the
+    transpose of the JVP rule (or the reverse).
+
+    Args:
+        f: function of float arrays (or pytrees) returning arrays (or pytrees).
+        args: tuple of arguments (float64 recommended).
+        rtol: tolerance relative to max(1, |<u, J v>|, |<J^T u, v>|).
+        seed: seed of the random directions.
+
+    Returns:
+        (<u, J v>, <J^T u, v>).
+
+    Raises:
+        GradientCheckError: the two inner products differ.
+
+    References:
+        Griewank & Walther, Evaluating Derivatives (2008), sec. 3.3; autograd's check_vjp.
+    """
+    from .transforms import jvp, vjp
+
+    args = tuple(args)
+    rng = np.random.default_rng(seed)
+    v = _rand_like(args, rng)
+    out, t = jvp(f, args, v)
+    u = _rand_like(out, rng)
+    _, pullback = vjp(f, *args)
+    xbar = pullback(u)
+    lhs, rhs = _vdot(u, t), _vdot(xbar, v)
+    if abs(lhs - rhs) > rtol * max(1.0, abs(lhs), abs(rhs)):
+        raise GradientCheckError(f"check_vjp_jvp: <u, J v> = {lhs!r} (JVP) but <J^T u, v> = {rhs!r} (VJP)")
+    return lhs, rhs

@@ -24,7 +24,8 @@ from .ir import Node
 from .tracing import as_output, trace
 from .tree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "stop_gradient", "config"]
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient",
+           "config"]
 
 
 class _Config(threading.local):
@@ -290,59 +291,80 @@ def vjp(f: Callable, *primals: Any) -> tuple[Any, Callable]:
     return out, pullback
 
 
-def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """Return a function computing the Jacobian of f, shape out.shape + in.shape.
+def _zeros(shape: tuple, dtype: Any) -> Node:
+    return L.broadcast_to(L.constant(np.zeros((), dtype)), shape)
 
-    Reverse mode, one pullback per output element (forward mode, one push per
-    input element, when the input is smaller); the forward graph is shared.
 
-    Args:
-        f: function returning one array.
-        argnums: int or tuple of ints.
+def _basis(n: int, shape: tuple, dtype: Any) -> Node:
+    """The identity basis (n, *shape) with n = prod(shape), as a node (size-independent node count)."""
+    from .batching import identity_basis
 
-    Returns:
-        A function returning the Jacobian (a tuple of them for tuple argnums).
+    return L.reshape(identity_basis(n, dtype), (n,) + tuple(shape))
 
-    Raises:
-        DTypeError: a differentiated argument is an integer or bool array.
-    """
-    fname = f"jacobian({getattr(f, '__name__', 'f')})"
 
+def _jacrev_nodes(o: Node, wrt: list[Node]) -> list[Node]:
+    """Rows of d o / d w for each w: one pullback of a placeholder seed, batched over the identity basis."""
+    from .autodiff import placeholder
+    from .batching import batch_nodes
+
+    if o.size == 0:
+        return [_zeros(o.shape + w.shape, w.dtype) for w in wrt]
+    seed = placeholder(o.shape, o.dtype, name="seed")
+    cts = vjp_nodes([o], [seed], wrt)
+    live = [c for c in cts if c is not None]
+    batched = iter(batch_nodes(live, {seed: _basis(o.size, o.shape, o.dtype)}, o.size) if live else [])
+    out = []
+    for w, c in zip(wrt, cts):
+        out.append(_zeros(o.shape + w.shape, w.dtype) if c is None else L.reshape(next(batched), o.shape + w.shape))
+    return out
+
+
+def _jacfwd_nodes(outs: list[Node], w: Node) -> list[Node]:
+    """Columns of d o / d w for each o: one pushforward of a placeholder tangent, batched over the basis."""
+    from .autodiff import placeholder
+    from .batching import batch_nodes
+
+    if w.size == 0:
+        return [_zeros(o.shape + w.shape, o.dtype) for o in outs]
+    tp = placeholder(w.shape, w.dtype, name="tangent")
+    ts = jvp_nodes(outs, [w], [tp])
+    live = [t for t in ts if t is not None]
+    batched = iter(batch_nodes(live, {tp: _basis(w.size, w.shape, w.dtype)}, w.size) if live else [])
+    res = []
+    for o, t in zip(outs, ts):
+        if t is None:
+            res.append(_zeros(o.shape + w.shape, o.dtype))
+            continue
+        tb = L.reshape(next(batched), (w.size, o.size))           # row j: J[:, j]
+        res.append(L.reshape(L.transpose(tb, (1, 0)), o.shape + w.shape))
+    return res
+
+
+def _jacobian(f: Callable, argnums: int | Sequence[int], mode: str | None, fname: str) -> Callable:
     def inline(*args: Any) -> Any:
         nums, single = _normalize_argnums(argnums, len(args), fname)
         new_args, fl, trees = _wrt_leaves(args, nums, fname)
-        for leaves in fl:
-            if len(leaves) != 1:
-                raise SymgraphError(f"{fname}: jacobian with respect to a pytree argument is not supported")
-        wrt = [leaves[0] for leaves in fl]
         out = f(*new_args)
-        ol, _ = tree_flatten(out)
-        if len(ol) != 1:
-            raise SymgraphError(f"{fname}: jacobian needs a function returning one array, got {len(ol)}")
-        o = as_output(ol[0], 0)
-        if not is_float(o):
-            raise DTypeError(f"{fname}: the output has dtype {o.dtype}; a Jacobian needs a float output")
-        jacs = []
-        for w in wrt:
-            n_out, n_in = o.size, w.size
-            if n_out <= n_in or n_in == 0:
-                rows = []
-                for i in range(n_out):
-                    e = np.zeros(o.size, o.dtype)
-                    e[i] = 1
-                    (c,) = vjp_nodes([o], [L.constant(e.reshape(o.shape))], [w])
-                    rows.append(L.reshape(L.zeros_like(w) if c is None else c, (1, n_in)))
-                J = _concat_rows(rows, (n_out, n_in), w.dtype)
-            else:
-                cols = []
-                for j in range(n_in):
-                    e = np.zeros(w.size, w.dtype)
-                    e[j] = 1
-                    (t,) = jvp_nodes([o], [w], [L.constant(e.reshape(w.shape))])
-                    cols.append(L.reshape(L.zeros_like(o) if t is None else t, (n_out, 1)))
-                J = _concat_rows(cols, (n_out, n_in), w.dtype, axis=1)
-            jacs.append(L.reshape(J, o.shape + w.shape))
-        return jacs[0] if single else tuple(jacs)
+        ol, otree = tree_flatten(out)
+        ol = [as_output(o, i) for i, o in enumerate(ol)]
+        for i, o in enumerate(ol):
+            if not is_float(o):
+                raise DTypeError(f"{fname}: output {i} has dtype {o.dtype}; a Jacobian needs float outputs")
+        wrt = [x for leaves in fl for x in leaves]
+        n_out, n_in = sum(o.size for o in ol), sum(w.size for w in wrt)
+        m = mode or ("rev" if n_out <= n_in else "fwd")
+        # J[i][j]: d ol[i] / d wrt[j], shape ol[i].shape + wrt[j].shape
+        if m == "rev":
+            J = [_jacrev_nodes(o, wrt) for o in ol]
+        else:
+            cols = [_jacfwd_nodes(ol, w) for w in wrt]
+            J = [[cols[j][i] for j in range(len(wrt))] for i in range(len(ol))]
+        per_out = []
+        for row in J:
+            it = iter(row)
+            per_arg = tuple(tree_unflatten(td, [next(it) for _ in leaves]) for td, leaves in zip(trees, fl))
+            per_out.append(per_arg[0] if single else per_arg)
+        return tree_unflatten(otree, per_out)
 
     @functools.wraps(f)
     def jac(*args: Any) -> Any:
@@ -353,24 +375,64 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     return jac
 
 
-def _concat_rows(parts: list, shape: tuple, dtype: Any, axis: int = 0) -> Any:
-    if not parts:
-        return L.constant(np.zeros(shape, dtype))
-    if len(parts) == 1:
-        return parts[0]
-    return L.bind("concatenate", *parts, axis=axis)
+def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """Return a function computing the Jacobian of f, shape out.shape + in.shape.
+
+    Reverse mode (one pullback) when the output is not larger than the input,
+    forward mode (one pushforward) otherwise. Either way the whole identity
+    basis goes through a single batched pass (`symgraph.batching`), so the
+    graph size does not grow with the number of rows or columns.
+
+    Args:
+        f: function of arrays (or pytrees) returning an array (or a pytree).
+        argnums: int or tuple of ints.
+
+    Returns:
+        A function returning the Jacobian: for each output leaf, the Jacobian
+        with respect to the argument (a tuple over argnums when argnums is a
+        tuple; a pytree like the argument when it is one), each block of shape
+        out_leaf.shape + in_leaf.shape, in the output's structure.
+
+    Raises:
+        DTypeError: a differentiated argument or an output is not float.
+    """
+    return _jacobian(f, argnums, None, f"jacobian({getattr(f, '__name__', 'f')})")
+
+
+def jacrev(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """The Jacobian by reverse mode: one batched pullback of the identity basis.
+
+    Same contract as `jacobian`; best when outputs are fewer than inputs.
+    """
+    return _jacobian(f, argnums, "rev", f"jacrev({getattr(f, '__name__', 'f')})")
+
+
+def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """The Jacobian by forward mode: one batched pushforward of the identity basis.
+
+    Same contract as `jacobian`; best when inputs are fewer than outputs.
+    """
+    return _jacobian(f, argnums, "fwd", f"jacfwd({getattr(f, '__name__', 'f')})")
 
 
 def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     """Return a function computing the Hessian of scalar f, shape in.shape + in.shape.
 
-    The Jacobian of the gradient (reverse over reverse).
+    Forward over reverse: the batched pushforward of the identity basis
+    through the gradient graph (`jacfwd(grad(f))`), one pass whatever the size.
+
+    Args:
+        f: function returning a float scalar.
+        argnums: int or tuple of ints (a tuple gives nested tuples H[i][j]).
+
+    Returns:
+        A function returning the Hessian.
 
     Raises:
         NonScalarOutputError: f's output is not a scalar.
         DTypeError: an integer or bool argument.
     """
-    return jacobian(grad(f, argnums=argnums), argnums=argnums)
+    return _jacobian(grad(f, argnums=argnums), argnums, "fwd", f"hessian({getattr(f, '__name__', 'f')})")
 
 
 def hvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
