@@ -21,6 +21,7 @@ from .ir import Builder, Graph, Node
 from .passes.simplify import simplify
 from .tracing import trace
 from .batching import vmap
+from .compile import CompiledFunction, compile  # noqa: A004  (sg.compile, per the API)
 from .custom import custom_jvp, custom_vjp
 from .testing import check_grads, check_vjp_jvp
 from .transforms import config, grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, stop_gradient, value_and_grad, vjp
@@ -32,7 +33,7 @@ __all__ = [
     "trace", "Graph", "Node", "Builder", "evaluate", "numpy",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient",
     "vmap", "custom_vjp", "custom_jvp", "config", "check_vjp_jvp",
-    "simplify", "check_grads",
+    "compile", "CompiledFunction", "simplify", "check_grads",
     "tree_map", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure",
     "SymgraphError", "ShapeError", "DTypeError", "NonScalarOutputError", "TracerConversionError",
     "UnsupportedOpError",
