@@ -18,6 +18,21 @@ from .errors import (
 )
 from .interpreter import evaluate
 from .ir import Builder, Graph, Node
+from .passes import checkpoint as checkpoint_policies
+from .passes.checkpoint import (
+    Revolve,
+    apply_checkpoint,
+    checkpoint,
+    checkpoint_name,
+    checkpoint_stats,
+    dots_saveable,
+    everything_saveable,
+    nothing_saveable,
+    print_saved_residuals,
+    save_any_names_but_these,
+    save_only_these_names,
+    saved_residuals,
+)
 from .passes.simplify import simplify
 from .tracing import trace
 from .batching import vmap
@@ -34,6 +49,9 @@ __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient",
     "vmap", "custom_vjp", "custom_jvp", "config", "check_vjp_jvp",
     "compile", "CompiledFunction", "simplify", "check_grads",
+    "checkpoint", "checkpoint_name", "saved_residuals", "print_saved_residuals", "apply_checkpoint",
+    "checkpoint_stats", "Revolve", "checkpoint_policies", "everything_saveable", "nothing_saveable",
+    "dots_saveable", "save_only_these_names", "save_any_names_but_these",
     "tree_map", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure",
     "SymgraphError", "ShapeError", "DTypeError", "NonScalarOutputError", "TracerConversionError",
     "UnsupportedOpError",

@@ -2,24 +2,277 @@
 
 One liveness function (`last_use`) is shared by the NumPy evaluator, the LLVM
 arena planner and the checkpointing cost model, so they agree on the plan.
+`schedule` is the one execution order all of them use: the topological order
+for forward-only graphs, and a memory-aware order for graphs with a backward
+region (reverse-mode sweeps): forward values in forward order, the backward
+region in reverse forward order, and every recomputed value and cheap
+input-derived value placed right before its first reader.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 
-from ..ir import Graph, Node
+from ..ir import Graph, Node, meta
 
-__all__ = ["schedule", "last_use", "peak_bytes"]
+__all__ = [
+    "CHEAP_OPS",
+    "assign_offsets",
+    "free_values",
+    "interval_peak",
+    "last_use",
+    "live_bytes",
+    "peak_bytes",
+    "regions",
+    "schedule",
+]
+
+#: Ops that only move, view or convert data: values computed by them from
+#: graph inputs and constants alone are regenerated where needed, never kept.
+CHEAP_OPS = frozenset({"broadcast_to", "reshape", "expand_dims", "squeeze", "transpose", "cast", "copy",
+                       "stop_gradient", "slice", "checkpoint_name", "remat_begin", "remat_end"})
+
+_CACHE: weakref.WeakKeyDictionary[Graph, list[Node]] = weakref.WeakKeyDictionary()
+
+
+def regions(order: Sequence[Node]) -> dict[Node, str]:
+    """Split nodes into regions: "S" source, "F" forward, "B" backward, "R" recomputed.
+
+    A node is "S" when its op is a source (input, constant); "R" when its
+    side-table role is "recomputed"; "B" when its role is "backward" or it
+    reads a "B" or "R" node; otherwise "F" (role "forward" or another role).
+
+    Args:
+        order: nodes in topological order.
+
+    Returns:
+        dict node -> one of "S", "F", "B", "R".
+    """
+    cls: dict[Node, str] = {}
+    for n in order:
+        if n.op.kind == "source":
+            cls[n] = "S"
+            continue
+        r = meta(n).role
+        if r == "recomputed":
+            cls[n] = "R"
+        elif r == "backward" or any(cls.get(x) in ("B", "R") for x in n.inputs):
+            cls[n] = "B"
+        else:
+            cls[n] = "F"
+    return cls
+
+
+def free_values(order: Sequence[Node], cls: dict[Node, str] | None = None, random_only: bool = False) -> set[Node]:
+    """Forward values that are free to regenerate: computed from sources without activations.
+
+    A value is free when it is a `random_uniform` (counter-based: it depends
+    only on its key), or an op of `CHEAP_OPS` (or elementwise, when it reads
+    random bits) all of whose non-source inputs are free. Dropout masks and
+    broadcasts of parameters are free; anything reading an activation is not.
+
+    Args:
+        order: nodes in topological order.
+        cls: `regions(order)` (computed when None).
+        random_only: only values derived from random bits (what "none" regenerates).
+
+    Returns:
+        The set of free forward ("F") nodes.
+    """
+    if cls is None:
+        cls = regions(order)
+    free: set[Node] = set()
+    rand: set[Node] = set()
+    for n in order:
+        if cls.get(n) != "F":
+            continue
+        if n.op.name == "random_uniform":
+            free.add(n)
+            rand.add(n)
+            continue
+        ins = [x for x in n.inputs if cls.get(x) != "S"]
+        if not all(x in free for x in ins):
+            continue
+        is_rand = any(x in rand for x in ins)
+        if is_rand and n.op.kind in ("elementwise", "layout"):
+            free.add(n)
+            rand.add(n)
+        elif n.op.name in CHEAP_OPS:
+            free.add(n)
+    return rand if random_only else free
+
+
+def forward_order(order0: Sequence[Node], cls: dict[Node, str], outputs: Sequence[Node] = (),
+                  skip: set[Node] | frozenset = frozenset()) -> list[Node]:
+    """The forward values ("F") in execution order, those read only by the backward placed early.
+
+    A forward value that no forward value reads (and that is not an output)
+    exists only for the backward sweep; a depth-first topological order puts
+    it at the end of the forward, which keeps its inputs alive across the
+    whole forward sweep. Here it runs right after its last forward input.
+
+    Args:
+        order0: nodes in topological order.
+        cls: `regions(order0)`.
+        outputs: graph outputs (read at the end).
+        skip: forward values to leave out (e.g. free values, pulled on demand).
+
+    Returns:
+        list of the "F" nodes of order0 not in `skip`.
+    """
+    outs = set(outputs)
+    has_f_reader: set[Node] = set()
+    for n in order0:
+        if cls[n] == "F":
+            has_f_reader.update(x for x in n.inputs if cls.get(x) == "F")
+    early = {n for n in order0 if cls[n] == "F" and n not in skip and n not in has_f_reader and n not in outs}
+    waiting: dict[Node, list[Node]] = {}
+    pending: dict[Node, int] = {}
+    for n in early:
+        deps = {x for x in n.inputs if cls.get(x) == "F" and x not in skip}
+        pending[n] = len(deps)
+        for x in deps:
+            waiting.setdefault(x, []).append(n)
+    out: list[Node] = []
+    ready = [n for n in order0 if n in early and pending[n] == 0]
+    out.extend(ready)
+    for n in order0:
+        if cls[n] != "F" or n in skip or n in early:
+            continue
+        stack = [n]
+        while stack:
+            v = stack.pop()
+            out.append(v)
+            for w in waiting.get(v, ()):
+                pending[w] -= 1
+                if pending[w] == 0:
+                    stack.append(w)
+    return out
+
+
+def _memory_aware(order0: list[Node], outputs: Sequence[Node], cls: dict[Node, str]) -> list[Node]:
+    """Forward anchors in forward order, then backward anchors by decreasing forward position.
+
+    Each backward node gets a key: the smallest forward position among the
+    forward values it reads, directly or through backward inputs (for a
+    recomputed value, the position of the forward value it duplicates). In
+    reverse mode the cotangent of a forward value is consumed in reverse
+    forward order, so processing keys from high to low visits the backward
+    sweep step by step; ties keep the topological order. Recomputed values,
+    free values and backward values that read no backward value are never
+    anchors: they are pulled (depth-first, deepest input first) right before
+    their first reader, so a recomputed segment lives only while its
+    backward step runs.
+    """
+    idx = {n: i for i, n in enumerate(order0)}
+    free = free_values(order0, cls)
+    fwd = forward_order(order0, cls, outputs, free)
+    fpos: dict[Node, float] = {n: float(k) for k, n in enumerate(fwd)}
+    # Recomputed values: the position of the forward value they duplicate
+    # (same op, attrs and original inputs), else just after their inputs.
+    struct: dict[tuple, Node] = {}
+    orig: dict[Node, Node] = {}
+    for n in order0:
+        c = cls[n]
+        if c == "F":
+            orig[n] = n
+            struct.setdefault((n.op.name, tuple(id(x) for x in n.inputs), n.attrs), n)
+        elif c == "S":
+            orig[n] = n
+    for n in order0:
+        if cls[n] != "R":
+            continue
+        ins = tuple(orig.get(x, x) for x in n.inputs)
+        o = struct.get((n.op.name, tuple(id(x) for x in ins), n.attrs))
+        if o is not None:
+            orig[n] = o
+            if o in fpos:
+                fpos[n] = fpos[o]
+            continue
+        orig[n] = n
+        ps = [fpos[x] for x in n.inputs if x in fpos]
+        if ps:
+            fpos[n] = max(ps) + 0.5
+    key: dict[Node, float] = {}
+    for n in order0:
+        if cls[n] != "B":
+            continue
+        best = None
+        for x in n.inputs:
+            cx = cls[x]
+            v = fpos.get(x) if cx in ("F", "R") else key.get(x) if cx == "B" else None
+            if v is not None and (best is None or v < best):
+                best = v
+        if best is not None:
+            key[n] = best
+    # Backward values computed from forward values alone (x.T for a weight
+    # gradient, 1 - y*y for tanh) are pulled by their readers, not anchored:
+    # their inputs are live anyway, and computed early they would wait.
+    anchored = [n for n in key if any(cls[x] == "B" for x in n.inputs)]
+    anchors = list(fwd)
+    anchors += sorted(anchored, key=lambda n: (-key[n], idx[n]))
+    anchors += list(outputs)
+    anchors += order0  # anything left (unused inputs, dead values of a malformed graph)
+
+    # Pull inputs deepest first (Sethi-Ullman order): a long recomputed chain
+    # is walked before the cheap leaves next to it, so each leaf is computed
+    # right before its reader instead of all leaves up front.
+    height: dict[Node, int] = {}
+    for n in order0:
+        height[n] = 1 + max((height[x] for x in n.inputs), default=-1)
+    done: set[Node] = set()
+    out: list[Node] = []
+    for a in anchors:
+        if a in done:
+            continue
+        done.add(a)
+        stack = [(a, sorted(a.inputs, key=lambda x: -height[x]), 0)]
+        while stack:
+            n, ins, i = stack[-1]
+            while i < len(ins) and ins[i] in done:
+                i += 1
+            if i < len(ins):
+                stack[-1] = (n, ins, i + 1)
+                x = ins[i]
+                done.add(x)
+                stack.append((x, sorted(x.inputs, key=lambda y: -height[y]), 0))
+            else:
+                stack.pop()
+                out.append(n)
+    return out
 
 
 def schedule(graph: Graph) -> list[Node]:
-    """An execution order of the graph's nodes (inputs before readers).
+    """The execution order of a graph's nodes (inputs before readers).
+
+    Forward-only graphs run in their topological order. Graphs with a
+    backward region (built by reverse mode, possibly with recomputed values
+    from checkpointing) get a memory-aware order: see `_memory_aware`. The
+    evaluator, the LLVM arena and `peak_bytes` all use this order, and the
+    result is cached per graph.
+
+    Args:
+        graph: any Graph.
 
     Returns:
-        The graph's topological order (deterministic).
+        A list of every node of `graph.toposort()`, each after its inputs.
     """
-    return graph.toposort()
+    try:
+        return _CACHE[graph]
+    except (KeyError, TypeError):
+        pass
+    order0 = graph.toposort()
+    cls = regions(order0)
+    if any(c in ("B", "R") for c in cls.values()):
+        order = _memory_aware(order0, graph.outputs, cls)
+    else:
+        order = order0
+    try:
+        _CACHE[graph] = order
+    except TypeError:  # pragma: no cover - graphs are weak-referenceable
+        pass
+    return order
 
 
 def last_use(order: Sequence[Node], outputs: Sequence[Node] = ()) -> dict[Node, int]:
@@ -42,26 +295,95 @@ def last_use(order: Sequence[Node], outputs: Sequence[Node] = ()) -> dict[Node, 
     return last
 
 
-def peak_bytes(order: Sequence[Node], outputs: Sequence[Node] = (), count_inputs: bool = False) -> int:
+def live_bytes(order: Sequence[Node], outputs: Sequence[Node] = (), count_inputs: bool = False,
+               select: Callable[[Node], bool] | None = None) -> list[int]:
+    """Bytes of live values while each node of `order` runs (its output allocated, inputs not yet freed).
+
+    Args:
+        order: a schedule (topological order).
+        outputs: nodes that stay alive to the end.
+        count_inputs: include input and constant buffers (owned by the caller).
+        select: count only nodes for which select(node) is true (e.g. forward
+            activations); None counts every owned value.
+
+    Returns:
+        One entry per node of `order` (bytes).
+    """
+    last = last_use(order, outputs)
+    frees: dict[int, int] = {}
+    live = 0
+    prof: list[int] = []
+    for i, n in enumerate(order):
+        owned = (count_inputs or n.op.kind != "source") and (select is None or select(n))
+        if owned:
+            live += n.nbytes
+            frees[last[n]] = frees.get(last[n], 0) + n.nbytes
+        prof.append(live)
+        live -= frees.pop(i, 0)
+    return prof
+
+
+def peak_bytes(order: Sequence[Node], outputs: Sequence[Node] = (), count_inputs: bool = False,
+               select: Callable[[Node], bool] | None = None) -> int:
     """Planned peak bytes of running `order` and freeing each value at its last use.
 
     Args:
         order: a schedule (topological order).
         outputs: nodes that stay alive to the end.
         count_inputs: include input and constant buffers (owned by the caller) in the peak.
+        select: count only nodes for which select(node) is true (see `live_bytes`).
 
     Returns:
         The maximum over the schedule of the bytes of all live values (bytes).
     """
-    last = last_use(order, outputs)
-    frees: dict[int, int] = {}
-    live = 0
-    peak = 0
-    for i, n in enumerate(order):
-        owned = count_inputs or n.op.kind != "source"
-        if owned:
-            live += n.nbytes
-            frees[last[n]] = frees.get(last[n], 0) + n.nbytes
+    return max(live_bytes(order, outputs, count_inputs, select), default=0)
+
+
+def assign_offsets(intervals: Sequence[tuple[int, int, int]], alignment: int = 64) -> tuple[list[int], int]:
+    """Place buffers with known lifetimes in one arena (greedy by size, first fit).
+
+    Two buffers may share bytes only if their lifetimes do not overlap. Used
+    by the LLVM backend with lifetimes measured in kernel steps (from the
+    producing kernel to the last kernel reading the buffer).
+
+    Args:
+        intervals: (first step, last step, bytes) per buffer; steps inclusive.
+        alignment: byte alignment of every offset.
+
+    Returns:
+        (offsets, total): the byte offset of each buffer and the arena size (bytes).
+
+    References:
+        Y. Pisarchyk, J. Lee, "Efficient memory management for deep neural
+        net inference", 2020 (greedy by size for offset calculation).
+    """
+    order = sorted(range(len(intervals)), key=lambda i: (-intervals[i][2], intervals[i][0]))
+    placed: list[tuple[int, int, int, int]] = []  # (offset, end offset, first, last)
+    offsets = [0] * len(intervals)
+    total = 0
+    for i in order:
+        first, last, size = intervals[i]
+        size = -(-max(size, 1) // alignment) * alignment
+        busy = sorted((o, e) for o, e, f, la in placed if not (la < first or f > last))
+        off = 0
+        for o, e in busy:
+            if off + size <= o:
+                break
+            off = max(off, e)
+        offsets[i] = off
+        placed.append((off, off + size, first, last))
+        total = max(total, off + size)
+    return offsets, total
+
+
+def interval_peak(intervals: Sequence[tuple[int, int, int]]) -> int:
+    """The largest total bytes of buffers alive at one step (lifetimes inclusive), bytes."""
+    events: dict[int, int] = {}
+    for first, last, size in intervals:
+        events[first] = events.get(first, 0) + size
+        events[last + 1] = events.get(last + 1, 0) - size
+    live = peak = 0
+    for step in sorted(events):
+        live += events[step]
         peak = max(peak, live)
-        live -= frees.pop(i, 0)
     return peak
