@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="PATH", help="write all results as JSON to PATH")
     p.add_argument("--plot", metavar="DIR", help="write one PNG per workload into DIR (needs matplotlib)")
     p.add_argument("--systems", metavar="A,B", help="only run these systems (others shown as skipped)")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="limit BLAS/OpenMP/Numba/XLA/torch threads to N (set before any of them is imported)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = p.parse_args(argv)
     ids = list(WORKLOADS) if args.all else [w.upper() for w in args.workloads]
@@ -61,11 +63,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown or no workloads: {bad or '(none)'}; choose from {' '.join(WORKLOADS)} or --all",
               file=sys.stderr)
         return 2
+    if args.threads:
+        n = str(args.threads)
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+            os.environ[var] = n
+        if args.threads == 1:
+            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                       " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
     from .harness import Settings, format_table, error_message
-    from .machine import format_machine, machine_info
+    from .machine import format_machine, load_average, machine_info
 
     settings = Settings.make(args.quick, args.systems.split(",") if args.systems else None)
     settings.verbose = not args.quiet
@@ -89,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             report["workloads"][wid] = {"id": wid, "error": error_message(e), "tables": []}
             continue
         res.seconds = time.perf_counter() - t0
+        res.notes.append(f"load average after the workload (1/5/15 min): {load_average()}")
         results.append(res)
         print(f"## {wid} — {res.title}  ({res.seconds:.1f} s)")
         for n in res.notes:

@@ -8,7 +8,7 @@ import platform
 import sys
 from typing import Any
 
-__all__ = ["machine_info", "format_machine", "PACKAGES"]
+__all__ = ["machine_info", "format_machine", "load_average", "PACKAGES"]
 
 PACKAGES = ("numpy", "llvmlite", "jax", "jaxlib", "torch", "pytensor", "numba", "autograd",
             "scipy", "threadpoolctl", "sklearn", "matplotlib", "symgraph")
@@ -55,6 +55,14 @@ def _blas() -> list[dict]:
     return [{k: d.get(k) for k in keep if k in d} for d in threadpool_info()]
 
 
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (other processes compete for the cores), or None."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def machine_info() -> dict[str, Any]:
     """Collect CPU, core count, package versions, BLAS and thread settings.
 
@@ -64,7 +72,7 @@ def machine_info() -> dict[str, Any]:
         ``affinity`` (usable cores), ``python``, ``platform``, ``versions``
         (package -> version or "missing (...)"), ``blas`` (threadpoolctl
         pools: library, version, architecture (the OpenBLAS kernel), threads),
-        ``env`` (thread-related environment variables) and
+        ``env`` (thread-related environment variables), ``loadavg`` and
         ``openblas_env_removed`` (what ``python -m bench`` unset).
     """
     model, simd = _cpuinfo()
@@ -84,6 +92,7 @@ def machine_info() -> dict[str, Any]:
         "versions": {p: _version(p) for p in PACKAGES},
         "blas": _blas(),
         "env": {k: os.environ[k] for k in env_keys if k in os.environ},
+        "loadavg": load_average(),
         "openblas_env_removed": os.environ.get("BENCH_OPENBLAS_REMOVED", ""),
     }
 
@@ -106,6 +115,8 @@ def format_machine(info: dict[str, Any]) -> str:
                          f"({b.get('prefix')}) num_threads={b.get('num_threads')}"
                          + (f" architecture={b['architecture']}" if b.get("architecture") else "")
                          + (f" layer={b['threading_layer']}" if b.get("threading_layer") else ""))
+    if info.get("loadavg"):
+        lines.append(f"load average at start (1/5/15 min): {info['loadavg']} on {info['cores']} cores")
     env = info.get("env") or {}
     lines.append("env: " + (" ".join(f"{k}={val}" for k, val in env.items()) or "(no thread variables set)")
                  + ("; removed for this run: " + info["openblas_env_removed"] if info.get("openblas_env_removed")
