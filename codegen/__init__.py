@@ -2,4 +2,99 @@
 
 Imported lazily by `symgraph.compile(..., backend="llvm")`; `import symgraph`
 never imports this package or llvmlite.
+
+Pipeline of `compile_graph`: partition the scheduled graph into kernels
+(`fuse`), assign buffers and plan the arena (`program`), emit LLVM IR
+(`lower`, `program`), optimize and JIT-compile for the host CPU (`jit`), and
+wrap the entry point in a checked, low-overhead caller (`runtime`).
 """
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+__all__ = ["compile_graph"]
+
+
+def compile_graph(graph: Any, order: list | None = None, donate: frozenset = frozenset(), name: str = "f",
+                  nthreads: int | None = None) -> Any:
+    """Compile an optimized, scheduled graph to native code.
+
+    Args:
+        graph: a symgraph Graph (simplified; checkpointed if wanted).
+        order: its schedule (default: `symgraph.passes.schedule.schedule(graph)`).
+        donate: indices of input leaves whose buffers may be reused for outputs
+            of the same shape and dtype (updated in place).
+        name: label for the module and dumps.
+        nthreads: threads for large kernels (default: SYMGRAPH_NUM_THREADS or the usable CPUs).
+
+    Returns:
+        A `codegen.runtime.Executable` (`run(leaves)`, `fast(args)`, `stats`,
+        `llvm_ir()`, `asm()`).
+
+    Raises:
+        UnsupportedOpError: the graph has an op without a native lowering.
+        DTypeError: a dtype the backend does not support (complex, strings).
+    """
+    from symgraph.passes.schedule import schedule
+
+    from . import fuse, jit, program, runtime
+    from .lower import vmath_module
+
+    t0 = time.perf_counter()
+    if order is None:
+        order = schedule(graph)
+    blas = runtime.blas_library()
+    vm = vmath_module()
+    prog = fuse.partition(graph, order, donate=donate, blas=blas is not None)
+    t_fuse = time.perf_counter() - t0
+    _dump("fused", graph, kernels=[k.nodes for k in prog.kernels])
+    bp = program.plan_buffers(prog)
+    abi = runtime.call_abi()
+    mod, info = program.build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi)
+    text = program.module_text(mod, info["prefer_512"])
+    fuse.release_session()  # the loop-body IR is not needed any more
+    t_ir = time.perf_counter() - t0 - t_fuse
+    if vm is not None and hasattr(vm, "runtime_init"):
+        vm.runtime_init()
+    key_extra = f"abi={abi};blas={sorted((blas or {}).values())};" + (vm.config_key() if vm is not None and
+                                                                       hasattr(vm, "config_key") else "vmath=none")
+    jitted = jit.compile_ir(text, key_extra=key_extra)
+    t_llvm = time.perf_counter() - t0 - t_fuse - t_ir
+    kinds = info["kernels"]
+    stats = {
+        "backend": "llvm",
+        "nodes": len(order),
+        "kernels": sum(1 for k in kinds if k != "empty"),
+        "loop_kernels": sum(1 for k in kinds if k.startswith("loop")),
+        "gemm_kernels": kinds.count("gemm"),
+        "parallel_kernels": info["parallel"],
+        "threads": info["threads"],
+        "materialized": sum(1 for n in prog.materialized if n.op.kind != "source"),
+        "arena_bytes": bp.arena_bytes,
+        "peak_bytes": bp.peak_bytes,
+        "donated_outputs": len(prog.donated),
+        "vmath": vm is not None,
+        "call_abi": abi,
+        "releases_gil": info.get("release_gil", abi != "fastcall"),
+        "cache": jitted.cache,
+        "fuse_seconds": t_fuse,
+        "ir_seconds": t_ir,
+        "llvm_seconds": t_llvm,
+    }
+    in_specs = [(x.shape, x.dtype) for x in graph.inputs]
+    exe = runtime.Executable(graph, jitted, in_specs, bp.out_buffers, bp.out_plan, bp.arena_bytes, bp.consts,
+                             prog.donated, stats, abi=abi)
+    if os.environ.get("SYMGRAPH_DUMP"):
+        _dump("lowered", graph, llvm_ir=exe.llvm_ir(), asm=exe.asm())
+    return exe
+
+
+def _dump(stage: str, graph: Any, **extra: Any) -> None:
+    from symgraph import viz
+
+    fn = getattr(viz, "dump_stage", None)
+    if fn is not None:
+        fn(stage, graph, **extra)

@@ -1,0 +1,202 @@
+"""JIT: host target machine, the optimization pipeline, object code and its caches.
+
+The target machine is built from the host CPU name and feature string (both
+part of every cache key), so LLVM emits the widest SIMD this CPU has. The
+new pass manager runs at speed level 3 with loop and SLP vectorization.
+Generated modules are compiled to object code once and loaded into an MCJIT
+engine; with `SYMGRAPH_CACHE_DIR` set, the object bytes are also kept on
+disk, keyed by a hash of the IR, the llvmlite version and the CPU (plain
+object files, never pickled code).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import llvmlite
+import llvmlite.binding as llvm
+
+__all__ = ["target_machine", "host_key", "optimize", "compile_ir", "Jitted", "CODEGEN_VERSION"]
+
+log = logging.getLogger("symgraph.codegen")
+
+#: Bumped whenever the generated code changes meaning (part of the disk cache key).
+CODEGEN_VERSION = "1"
+
+_lock = threading.Lock()
+_llvm_lock = threading.RLock()  # LLVM compilation is serialized (one shared target machine)
+_tm: Any = None
+_host: tuple[str, str] | None = None
+
+
+def _init() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+
+
+def host_key() -> tuple[str, str]:
+    """(CPU name, feature string) of this host, as LLVM sees them."""
+    global _host
+    if _host is None:
+        _init()
+        _host = (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+    return _host
+
+
+def has_avx512() -> bool:
+    """Whether the host CPU has AVX-512F (then kernels prefer 512-bit vectors)."""
+    return "+avx512f" in host_key()[1].split(",")
+
+
+def _new_target_machine() -> Any:
+    _init()
+    cpu, feats = host_key()
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    return target.create_target_machine(cpu=cpu, features=feats, opt=3, reloc="default", codemodel="jitdefault")
+
+
+def target_machine() -> Any:
+    """The host target machine (opt level 3, host CPU and features), created once.
+
+    Used for optimization and object emission only: an MCJIT engine takes
+    ownership of the target machine it is given, so each engine gets its own.
+    """
+    global _tm
+    with _lock:
+        if _tm is None:
+            _tm = _new_target_machine()
+    return _tm
+
+
+def optimize(mod: Any) -> None:
+    """Run the O3 module pipeline with loop and SLP vectorization (and interleaving) on `mod`, in place."""
+    tm = target_machine()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_interleaving = True
+    pto.loop_unrolling = False  # vectorized loops are interleaved already; unrolling doubled code and compile time
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = pb.getModulePassManager()
+    mpm.run(mod, pb)
+
+
+@dataclass
+class Jitted:
+    """A loaded native module.
+
+    Attributes:
+        engine: the MCJIT engine owning the code (keep it alive).
+        address: the address of the entry function.
+        ir_text: the unoptimized IR.
+        cache: "memory" (compiled now), "disk" (object loaded from SYMGRAPH_CACHE_DIR).
+        key: the cache key (hex).
+    """
+
+    engine: Any
+    address: int
+    ir_text: str
+    cache: str
+    key: str
+    _opt_mod: Any = None
+
+    def optimized_module(self) -> Any:
+        with _llvm_lock:
+            return self._optimized_module()
+
+    def _optimized_module(self) -> Any:
+        if self._opt_mod is None:
+            mod = llvm.parse_assembly(self.ir_text)
+            optimize(mod)
+            self._opt_mod = mod
+        return self._opt_mod
+
+    def llvm_ir(self) -> str:
+        return str(self.optimized_module())
+
+    def asm(self) -> str:
+        with _llvm_lock:
+            return target_machine().emit_assembly(self.optimized_module())
+
+
+def cache_key(ir_text: str, extra: str = "") -> str:
+    """SHA-256 of the IR text, codegen/llvmlite/LLVM versions, host CPU name and features, and `extra`.
+
+    `extra` names the runtime libraries the object links against (vmath's
+    libmvec variants, BLAS), so an object is never loaded where a symbol it
+    calls is missing.
+    """
+    cpu, feats = host_key()
+    h = hashlib.sha256()
+    for part in (CODEGEN_VERSION, llvmlite.__version__, str(llvm.llvm_version_info), cpu, feats, extra, ir_text):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _cache_dir() -> str | None:
+    d = os.environ.get("SYMGRAPH_CACHE_DIR")
+    return d or None
+
+
+def compile_ir(ir_text: str, entry: str = "entry", key_extra: str = "") -> Jitted:
+    """Optimize and compile IR text, or load its object code from the disk cache.
+
+    Args:
+        ir_text: a complete LLVM module (textual IR).
+        entry: the name of the function whose address is returned.
+        key_extra: more disk-cache key material (runtime library configuration).
+
+    Returns:
+        A Jitted record (engine, entry address, cache source).
+
+    Raises:
+        RuntimeError: LLVM rejected the module (a codegen bug; the message has LLVM's diagnostic).
+    """
+    with _llvm_lock:
+        return _compile_ir(ir_text, entry, key_extra)
+
+
+def _compile_ir(ir_text: str, entry: str, key_extra: str) -> Jitted:
+    tm = target_machine()
+    key = cache_key(ir_text, key_extra)
+    obj = None
+    source = "memory"
+    opt_mod = None
+    d = _cache_dir()
+    path = os.path.join(d, f"{key}.o") if d else None
+    if path and os.path.exists(path):
+        try:
+            with open(path, "rb") as f:
+                obj = f.read()
+            source = "disk"
+        except OSError:
+            obj = None
+    if obj is None:
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+        optimize(mod)
+        obj = tm.emit_object(mod)
+        opt_mod = mod
+        if path:
+            try:
+                os.makedirs(d, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+                with os.fdopen(fd, "wb") as f:
+                    f.write(obj)
+                os.replace(tmp, path)
+            except OSError as e:  # a read-only cache directory is not an error
+                log.debug("codegen: could not write object cache %s: %s", path, e)
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _new_target_machine())
+    engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    engine.finalize_object()
+    addr = engine.get_function_address(entry)
+    if not addr:
+        raise RuntimeError(f"codegen: entry function {entry!r} not found in the compiled object")
+    return Jitted(engine, addr, ir_text, source, key, opt_mod)

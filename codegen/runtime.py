@@ -1,0 +1,439 @@
+"""Runtime: calling compiled code safely and fast.
+
+Every argument is checked (shape, dtype; non-contiguous or misaligned arrays
+are copied) before native code runs, so a wrong call raises an error instead
+of crashing. The native entry point takes four Python objects: the tuple of
+argument arrays, the tuple of fresh output arrays, the arena array and the
+tuple of constant arrays; it reads their data pointers itself (the CPython
+tuple and NumPy array layouts are probed once at import; if they differ, a
+slower pointer-array calling convention is used). ctypes releases the GIL for
+the call. A generated per-signature Python function does the checks for the
+common case of flat positional arrays in a few attribute reads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from symgraph.errors import DTypeError, ShapeError
+
+__all__ = ["Executable", "blas_library", "call_abi", "OBJECT_ABI", "ARRAY_DATA_OFFSET", "TUPLE_ITEMS_OFFSET"]
+
+from symgraph.compile import MISS  # the fast-path sentinel shared with sg.compile
+
+
+def _probe_layout() -> tuple[bool, int, int]:
+    """Check the CPython tuple and NumPy array layouts the native entry reads."""
+    try:
+        a = np.zeros(3)
+        t = (a, a)
+        data_off = 16  # PyArrayObject_fields.data follows PyObject_HEAD
+        items_off = tuple.__basicsize__  # PyTupleObject.ob_item follows the variable-size header
+        ok = ctypes.c_void_p.from_address(id(a) + data_off).value == a.ctypes.data
+        ok = ok and ctypes.c_void_p.from_address(id(t) + items_off).value == id(a)
+        ok = ok and ctypes.c_void_p.from_address(id(t) + items_off + 8).value == id(a)
+        return ok, data_off, items_off
+    except Exception:  # noqa: BLE001
+        return False, 16, 24
+
+
+#: Whether the entry reads Python objects directly (else it takes pointer arrays).
+OBJECT_ABI, ARRAY_DATA_OFFSET, TUPLE_ITEMS_OFFSET = _probe_layout()
+
+METH_FASTCALL = 0x0080
+
+
+class _PyMethodDef(ctypes.Structure):
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
+                ("ml_doc", ctypes.c_char_p)]
+
+
+_abi: str | None = None
+_abi_lock = threading.Lock()
+
+
+def _fastcall_builtin(address: int, name: str = "symgraph_entry") -> tuple[Any, tuple]:
+    """Wrap a native `PyObject* f(PyObject* self, PyObject* const* args, Py_ssize_t n)` as a builtin.
+
+    Returns:
+        (callable, keep-alive objects): the method definition and `self` must outlive the callable.
+    """
+    md = _PyMethodDef(name.encode(), address, METH_FASTCALL, None)
+    new = ctypes.pythonapi.PyCFunction_NewEx
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.POINTER(_PyMethodDef), ctypes.py_object, ctypes.py_object]
+    selfobj: list = []  # an ordinary (never immortal) object the entry returns with a new reference
+    fn = new(ctypes.byref(md), selfobj, None)
+    return fn, (md, selfobj)
+
+
+def call_abi() -> str:
+    """How compiled entries are called: "fastcall" (a builtin function, the fastest), "ctypes" or "pointers".
+
+    "fastcall" wraps the native entry in a METH_FASTCALL builtin (no ctypes
+    conversion per call; the entry releases the GIL itself for long work). It
+    is used on standard CPython builds after a probe call; otherwise ctypes
+    calls the entry (and releases the GIL).
+    """
+    global _abi
+    if _abi is not None:
+        return _abi
+    with _abi_lock:
+        if _abi is not None:
+            return _abi
+        import sys
+        import sysconfig
+
+        abi = "ctypes" if OBJECT_ABI else "pointers"
+        ok_build = (sys.implementation.name == "cpython" and (3, 8) <= sys.version_info[:2] <= (3, 13)
+                    and not sysconfig.get_config_var("Py_GIL_DISABLED") and not hasattr(sys, "gettotalrefcount")
+                    and not os.environ.get("SYMGRAPH_NO_FASTCALL"))
+        if OBJECT_ABI and ok_build:
+            try:
+                from .jit import compile_ir
+
+                text = ('define ptr @"entry"(ptr %self, ptr %argv, i64 %n) {\n'
+                        '  %rc = load i64, ptr %self\n  %rc2 = add i64 %rc, 1\n  store i64 %rc2, ptr %self\n'
+                        '  ret ptr %self\n}\n')
+                jitted = compile_ir(text)
+                fn, keep = _fastcall_builtin(jitted.address)
+                before = sys.getrefcount(keep[1])
+                r = fn((), (), None, ())
+                ok = r is keep[1]
+                del r
+                if ok and sys.getrefcount(keep[1]) == before:
+                    abi = "fastcall"
+            except Exception:  # noqa: BLE001  (any doubt: stay with ctypes)
+                pass
+        _abi = abi
+        return abi
+
+_blas_lock = threading.Lock()
+_blas: dict | None = None
+
+
+def blas_library() -> dict | None:
+    """The CBLAS gemm symbols of the OpenBLAS that NumPy bundles (ILP64), loaded into the process.
+
+    Returns:
+        {dtype.str: symbol name} for float64 and float32, or None when no
+        library is found (matmul then uses loop kernels).
+    """
+    global _blas
+    with _blas_lock:
+        if _blas is not None:
+            return _blas or None
+        found: dict = {}
+        if os.environ.get("SYMGRAPH_NO_BLAS"):
+            _blas = found
+            return None
+        import llvmlite.binding as llvm
+
+        npdir = os.path.dirname(np.__file__)
+        cands = sorted(glob.glob(os.path.join(os.path.dirname(npdir), "numpy.libs", "libscipy_openblas64_*.so*")))
+        cands += sorted(glob.glob(os.path.join(npdir, ".dylibs", "libscipy_openblas64_*.dylib")))
+        for path in cands:
+            try:
+                lib = ctypes.CDLL(path)
+                if hasattr(lib, "scipy_cblas_dgemm64_") and hasattr(lib, "scipy_cblas_sgemm64_"):
+                    llvm.load_library_permanently(path)
+                    found = {np.dtype(np.float64).str: "scipy_cblas_dgemm64_",
+                             np.dtype(np.float32).str: "scipy_cblas_sgemm64_"}
+                    break
+            except OSError:
+                continue
+        _blas = found
+        return found or None
+
+
+def _aligned_empty(nbytes: int, align: int = 64) -> np.ndarray:
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + nbytes]
+
+
+class Executable:
+    """One compiled signature: checks arguments, allocates outputs, calls native code.
+
+    Attributes:
+        graph: the compiled graph.
+        stats: figures (nodes, kernels, compile_seconds, peak_bytes, arena_bytes, ...).
+        fast: a generated function for flat positional array arguments
+            (returns MISS when the arguments do not match exactly).
+    """
+
+    def __init__(self, graph: Any, jitted: Any, in_specs: list, out_buffers: list, out_plan: list,
+                 arena_bytes: int, consts: list[np.ndarray], donated: dict[int, int], stats: dict,
+                 abi: str = "ctypes"):
+        self.graph = graph
+        self.jitted = jitted
+        self.in_specs = in_specs            # [(shape, dtype)]
+        self.out_buffers = out_buffers      # [(shape, dtype)] of fresh output arrays
+        # per output: ("buf", j) | ("in", li) | ("copy_in", li) | ("const", array) | ("dup", k)
+        self.out_plan = out_plan
+        self.arena_bytes = arena_bytes
+        self.consts = tuple(consts)
+        self.donated = donated              # output position -> input leaf
+        self.donated_leaves = frozenset(donated.values())
+        self.stats = stats
+        self._pool: list = []
+        self._dummy = np.empty(8, np.uint8)
+        self.abi = abi
+        self._keep: tuple = ()
+        if abi == "fastcall":
+            self.native, self._keep = _fastcall_builtin(jitted.address, f"symgraph_{graph.name}")
+        elif abi == "ctypes":
+            proto = ctypes.CFUNCTYPE(None, ctypes.py_object, ctypes.py_object, ctypes.py_object, ctypes.py_object)
+            self.native = proto(jitted.address)
+        else:
+            proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+            self.native = proto(jitted.address)
+        self.fast = self._make_fast() if abi != "pointers" else None
+
+    # -- inspection --
+
+    def llvm_ir(self) -> str:
+        return self.jitted.llvm_ir()
+
+    def asm(self) -> str:
+        return self.jitted.asm()
+
+    # -- arena --
+
+    def _arena(self) -> np.ndarray:
+        return _aligned_empty(self.arena_bytes)
+
+    # -- the checked path --
+
+    def run(self, leaves: list[Any]) -> list[np.ndarray]:
+        """Run on flat argument leaves; returns the flat outputs.
+
+        Raises:
+            ShapeError: an argument of another shape than the compiled signature.
+            DTypeError: an argument of another dtype (or not numeric).
+        """
+        if len(leaves) != len(self.in_specs):
+            raise ShapeError(f"{self.graph.name}: expected {len(self.in_specs)} array arguments, got {len(leaves)}")
+        arrs = []
+        for i, (x, (shape, dtype)) in enumerate(zip(leaves, self.in_specs)):
+            name = self.graph.inputs[i].attr("name", f"arg{i}")
+            a = x if type(x) is np.ndarray else np.asarray(x)
+            if a.dtype != dtype:
+                if a.dtype.kind not in "biuf":
+                    raise DTypeError(f"{self.graph.name}: argument {name} has dtype {a.dtype}; expected {dtype}")
+                raise DTypeError(f"{self.graph.name}: argument {name} has dtype {a.dtype}, the compiled "
+                                 f"signature has {dtype}")
+            if a.shape != shape:
+                raise ShapeError(f"{self.graph.name}: argument {name} has shape {a.shape}, the compiled "
+                                 f"signature has {shape}")
+            if not (a.flags.c_contiguous and a.flags.aligned) or a.dtype.byteorder == ">":
+                a = np.ascontiguousarray(a, dtype=dtype.newbyteorder("="))
+                if not a.flags.aligned:
+                    a = a.copy()
+            arrs.append(a)
+        for li in self.donated_leaves:
+            a = arrs[li]
+            if not self._donatable(a, leaves[li], arrs, li):
+                arrs[li] = a.copy()
+        outs = tuple(np.empty(s, d) for s, d in self.out_buffers)
+        self._call(tuple(arrs), outs)
+        return self._assemble(arrs, outs)
+
+    @staticmethod
+    def _donatable(a: np.ndarray, orig: Any, arrs: list, li: int) -> bool:
+        if a is not orig or a.base is not None or not a.flags.writeable:
+            return False
+        for j, b in enumerate(arrs):
+            if j == li:
+                continue
+            while b is not None:
+                if b is a:
+                    return False
+                b = b.base if isinstance(b, np.ndarray) else None
+        return True
+
+    def _call(self, args: tuple, outs: tuple) -> None:
+        arena = self._pool.pop() if self._pool else (self._arena() if self.arena_bytes else self._dummy)
+        try:
+            if self.abi != "pointers":
+                self.native(args, outs, arena, self.consts)
+            else:  # pragma: no cover - other Python builds
+                def ptrs(seq: tuple) -> Any:
+                    arr = (ctypes.c_void_p * max(len(seq), 1))(*[x.ctypes.data for x in seq])
+                    return arr
+
+                pa, po, pc = ptrs(args), ptrs(outs), ptrs(self.consts)
+                self.native(ctypes.addressof(pa), ctypes.addressof(po), arena.ctypes.data, ctypes.addressof(pc))
+        finally:
+            if self.arena_bytes:
+                self._pool.append(arena)
+
+    def _assemble(self, arrs: list, outs: tuple) -> list[np.ndarray]:
+        res: list[np.ndarray] = []
+        for kind, v in self.out_plan:
+            if kind == "buf":
+                res.append(outs[v])
+            elif kind == "in":
+                res.append(arrs[v])
+            elif kind == "copy_in":
+                res.append(np.array(arrs[v], copy=True))
+            elif kind == "const":
+                res.append(np.array(v, copy=True))
+            else:  # dup
+                res.append(res[v].copy())
+        return res
+
+    # -- the generated fast path --
+
+    def _make_fast(self) -> Any:
+        """Generate the per-signature call function (argument checks and output assembly unrolled).
+
+        The arguments' pytree structure is matched by generated code (tuple
+        lengths, dict key sets, list lengths) and each array leaf by type,
+        dtype, shape and strides; anything else returns MISS (the caller then
+        takes the checked path).
+        """
+        from symgraph.tree import tree_unflatten
+
+        n = len(self.in_specs)
+        ns: dict[str, Any] = {"_nd": np.ndarray, "_empty": np.empty, "_MISS": MISS, "_native": self.native,
+                              "_pool": self._pool, "_new": self._arena, "_dummy": self._dummy,
+                              "_consts": self.consts, "_array": np.array, "_unflatten": tree_unflatten,
+                              "_tree": self.graph.out_tree, "_float": float, "_dict": dict, "_tuple": tuple,
+                              "_list": list}
+        lines = ["def fast(args):"]
+        names: list[str] = []
+        tmp = iter(range(1 << 30))
+
+        def extract(td: Any, expr: str) -> bool:
+            """Emit checks for the structure `td` at `expr`; leaves become variables a0, a1, ..."""
+            if td.kind == "leaf":
+                v = f"a{len(names)}"
+                names.append(v)
+                if expr != v:
+                    lines.append(f"    {v} = {expr}")
+                return True
+            if td.kind == "none":
+                lines.append(f"    if {expr} is not None: return _MISS")
+                return True
+            k = next(tmp)
+            var = f"t{k}"
+            if expr != "args":
+                lines.append(f"    {var} = {expr}")
+            else:
+                var = "args"
+            if td.kind in ("tuple", "list"):
+                ty = "_tuple" if td.kind == "tuple" else "_list"
+                if var != "args":
+                    lines.append(f"    if type({var}) is not {ty} or len({var}) != {len(td.children)}: return _MISS")
+                else:
+                    lines.append(f"    if len(args) != {len(td.children)}: return _MISS")
+                for i, c in enumerate(td.children):
+                    extract(c, f"{var}[{i}]")
+                return True
+            if td.kind == "dict":
+                ns[f"K{k}"] = frozenset(td.meta)
+                lines.append(f"    if type({var}) is not _dict or {var}.keys() != K{k}: return _MISS")
+                for key, c in zip(td.meta, td.children):
+                    ns[f"KEY{k}_{len(names)}"] = key
+                    extract(c, f"{var}[KEY{k}_{len(names)}]")
+                return True
+            return False  # namedtuples and other nodes: no fast path
+
+        in_tree = self.graph.in_tree
+        if in_tree is None or in_tree.kind != "tuple" or not extract(in_tree, "args") or len(names) != n:
+            return None
+        flat_args = all(c.kind == "leaf" for c in in_tree.children)
+        rebuild = not flat_args
+        for i, (shape, dtype) in enumerate(self.in_specs):
+            a = names[i]
+            ns[f"D{i}"] = dtype
+            ns[f"S{i}"] = tuple(shape)
+            st = []
+            acc = dtype.itemsize
+            for d in reversed(shape):
+                st.append(acc)
+                acc *= d
+            ns[f"T{i}"] = tuple(reversed(st))
+            check = f"type({a}) is not _nd or {a}.dtype is not D{i} or {a}.shape != S{i} or {a}.strides != T{i}"
+            if shape == () and dtype == np.float64 and i not in self.donated_leaves:
+                lines.append(f"    if type({a}) is _float: {a} = _array({a})")
+                lines.append(f"    elif {check}: return _MISS")
+                rebuild = True
+            else:
+                lines.append(f"    if {check}: return _MISS")
+        for li in sorted(self.donated_leaves):
+            a = names[li]
+            lines.append(f"    if {a}.base is not None or not {a}.flags.writeable: return _MISS")
+            for j in range(n):
+                if j != li:
+                    lines.append(f"    if {names[j]} is {a} or {names[j]}.base is {a}: return _MISS")
+        leaves_t = f"({', '.join(names)}{',' if n == 1 else ''})"
+        if rebuild:
+            lines.append(f"    args = {leaves_t}")
+        outs = []
+        for j, (shape, dtype) in enumerate(self.out_buffers):
+            ns[f"OS{j}"] = tuple(shape)
+            ns[f"OD{j}"] = dtype
+            lines.append(f"    o{j} = _empty(OS{j}, OD{j})")
+            outs.append(f"o{j}")
+        outs_t = f"({', '.join(outs)}{',' if len(outs) == 1 else ''})"
+        if self.arena_bytes:
+            lines.append("    ar = _pool.pop() if _pool else _new()")
+            lines.append(f"    _native(args, {outs_t}, ar, _consts)")
+            lines.append("    _pool.append(ar)")
+        else:
+            lines.append(f"    _native(args, {outs_t}, _dummy, _consts)")
+        res = []
+        for k, (kind, v) in enumerate(self.out_plan):
+            r = f"r{k}"
+            if kind == "buf":
+                r = f"o{v}"
+            elif kind == "in":
+                r = names[v]
+            elif kind == "copy_in":
+                lines.append(f"    {r} = _array({names[v]}, copy=True)")
+            elif kind == "const":
+                ns[f"C{k}"] = v
+                lines.append(f"    {r} = _array(C{k}, copy=True)")
+            else:
+                lines.append(f"    {r} = {res[v]}.copy()")
+            res.append(r)
+        it = iter(res)
+
+        def build(td: Any) -> str | None:
+            if td.kind == "leaf":
+                return next(it)
+            if td.kind == "none":
+                return "None"
+            parts = [build(c) for c in td.children]
+            if any(p is None for p in parts):
+                return None
+            if td.kind == "tuple":
+                return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+            if td.kind == "list":
+                return f"[{', '.join(parts)}]"
+            if td.kind == "dict":
+                items = []
+                for key, p in zip(td.meta, parts):
+                    ns[f"OK{len(ns)}"] = key
+                    items.append(f"OK{len(ns) - 1}: {p}")
+                return "{" + ", ".join(items) + "}"
+            return None
+
+        tree = self.graph.out_tree
+        expr = build(tree) if tree is not None else None
+        if expr is None:
+            expr = f"_unflatten(_tree, [{', '.join(res)}])"
+        lines.append(f"    return {expr}")
+        src = "\n".join(lines)
+        exec(compile(src, f"<symgraph fast call {self.graph.name}>", "exec"), ns)  # noqa: S102
+        fast = ns["fast"]
+        fast.__source__ = src
+        return fast

@@ -1,0 +1,478 @@
+"""`sg.compile`: trace once per input signature, optimize the graph, run it fast.
+
+A `CompiledFunction` wraps a Python function. On the first call with a new
+input signature (pytree structure, shapes, dtypes, static arguments) it
+traces the function, simplifies the graph, applies checkpointing when asked,
+schedules it and hands it to a backend: `"llvm"` (the `codegen` package:
+fused, vectorized native code) or `"numpy"` (the reference evaluator). The
+result is cached per signature. Called on tracers (inside `sg.grad`,
+`sg.trace`, another `compile`) it calls the Python function inline, so a
+compiled function stays a graph transform and can be differentiated.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .errors import DTypeError, ShapeError, SymgraphError
+from .ir import Graph, Node
+from .tracing import leaf_spec, trace
+from .tree import tree_flatten, tree_unflatten
+
+__all__ = ["compile", "CompiledFunction", "run_pipeline", "BACKENDS"]
+
+log = logging.getLogger("symgraph.compile")
+
+BACKENDS = ("llvm", "numpy")
+
+#: Returned by a signature's fast path when the arguments do not match it exactly.
+MISS = object()
+_MISS = MISS
+
+
+def _dump_stage(stage: str, graph: Graph, **extra: Any) -> None:
+    """Call `symgraph.viz.dump_stage` when the viz module provides it (SYMGRAPH_DUMP)."""
+    from . import viz
+
+    fn = getattr(viz, "dump_stage", None)
+    if fn is not None:
+        fn(stage, graph, **extra)
+
+
+def _normalize_nums(nums: int | Sequence[int] | None, what: str) -> tuple[int, ...]:
+    if nums is None:
+        return ()
+    if isinstance(nums, (int, np.integer)):
+        return (int(nums),)
+    try:
+        return tuple(sorted({int(a) for a in nums}))
+    except TypeError:
+        raise SymgraphError(f"compile: {what} must be an int or a tuple of ints, got {nums!r}") from None
+
+
+def run_pipeline(graph: Graph, checkpoint: Any = None) -> tuple[Graph, list[Node]]:
+    """The graph part of `compile`: simplify, checkpoint (optional), schedule.
+
+    Each stage is passed to `symgraph.viz.dump_stage` (written to
+    SYMGRAPH_DUMP when that is set).
+
+    Args:
+        graph: a traced Graph.
+        checkpoint: None, a strategy name ("sqrt", "revolve", "mincut") or a
+            budget in bytes; passed to `symgraph.passes.checkpoint.apply_checkpoint`.
+
+    Returns:
+        (optimized graph, schedule): the schedule is the execution order of its nodes.
+
+    Raises:
+        SymgraphError: checkpointing was requested but the checkpoint pass is unavailable.
+    """
+    from .passes.schedule import schedule
+    from .passes.simplify import simplify
+
+    g = simplify(graph)
+    _dump_stage("simplified", g)
+    if checkpoint is not None:
+        try:
+            from .passes.checkpoint import apply_checkpoint
+        except ImportError as e:  # the pass lives in its own module
+            raise SymgraphError(f"compile: checkpoint={checkpoint!r} needs symgraph.passes.checkpoint, "
+                                f"which could not be imported ({e})") from None
+        g = apply_checkpoint(g, checkpoint)
+        _dump_stage("checkpointed", g)
+    order = schedule(g)
+    _dump_stage("scheduled", g)
+    return g, order
+
+
+class _NumpyExecutable:
+    """Runs one signature's graph with the NumPy evaluator (backend="numpy")."""
+
+    def __init__(self, graph: Graph, order: list[Node], donate_leaves: frozenset[int]):
+        from .passes.schedule import peak_bytes
+
+        self.graph = graph
+        self.order = order
+        self.donate_leaves = donate_leaves
+        nodes = len(order)
+        self.stats = {
+            "backend": "numpy",
+            "nodes": nodes,
+            "kernels": sum(1 for n in order if n.op.kind != "source"),
+            "peak_bytes": peak_bytes(order, graph.outputs),
+        }
+        # Donated input leaf -> output positions it may receive (same shape and dtype).
+        self.donation: dict[int, int] = {}
+        used: set[int] = set()
+        for li in sorted(donate_leaves):
+            x = graph.inputs[li]
+            for k, o in enumerate(graph.outputs):
+                if k not in used and o.shape == x.shape and o.dtype == x.dtype:
+                    self.donation[k] = li
+                    used.add(k)
+                    break
+
+    def run(self, leaves: list[Any]) -> list[np.ndarray]:
+        from .interpreter import evaluate_flat
+
+        vals = _check_leaves(self.graph, leaves)
+        env = dict(zip(self.graph.inputs, vals))
+        outs = evaluate_flat(self.graph.outputs, self.order, env)
+        ids = {id(v) for v in vals}
+        res = []
+        # Copy every result that may view an argument first, then write donated buffers.
+        for o, node in zip(outs, self.graph.outputs):
+            if not isinstance(o, np.ndarray) or id(o) in ids or not o.flags.writeable or not o.flags.owndata:
+                o = np.array(o, dtype=node.dtype)
+            res.append(o)
+        for k, node in enumerate(self.graph.outputs):
+            li = self.donation.get(k)
+            if li is not None and _donatable(leaves[li], node) \
+                    and sum(1 for x in leaves if x is leaves[li]) == 1:
+                np.copyto(leaves[li], res[k])
+                res[k] = leaves[li]
+        return res
+
+
+def _donatable(a: Any, node: Node) -> bool:
+    return (type(a) is np.ndarray and a.dtype == node.dtype and a.shape == node.shape and a.base is None
+            and a.flags.writeable and a.flags.c_contiguous)
+
+
+def _check_leaves(graph: Graph, leaves: list[Any]) -> list[np.ndarray]:
+    """Check flat argument leaves against the graph's inputs (shape, dtype); convert to arrays."""
+    out = []
+    for i, (x, node) in enumerate(zip(leaves, graph.inputs)):
+        a = np.asarray(x)
+        if a.shape != node.shape:
+            raise ShapeError(f"{graph.name}: argument {node.attr('name', i)} has shape {a.shape}, "
+                             f"the compiled signature has {node.shape}")
+        if a.dtype != node.dtype:
+            raise DTypeError(f"{graph.name}: argument {node.attr('name', i)} has dtype {a.dtype}, "
+                             f"the compiled signature has {node.dtype}")
+        out.append(a)
+    return out
+
+
+class _Signature:
+    """One compiled signature: its graph, its executable and the output structure."""
+
+    __slots__ = ("key", "graph", "exe", "out_tree", "stats", "fast")
+
+    def __init__(self, key: tuple, graph: Graph, exe: Any, stats: dict):
+        self.key = key
+        self.graph = graph
+        self.exe = exe
+        self.out_tree = graph.out_tree
+        self.stats = stats
+        self.fast = getattr(exe, "fast", None)
+
+    def run(self, leaves: list[Any]) -> Any:
+        outs = self.exe.run(leaves)
+        return tree_unflatten(self.out_tree, outs)
+
+
+def _leaf_key(x: Any) -> tuple:
+    """(shape, dtype) of an argument leaf, for the signature key."""
+    t = type(x)
+    if t is np.ndarray:
+        return (x.shape, x.dtype)
+    if isinstance(x, Node):
+        return (x.shape, x.dtype)
+    shape, dtype = leaf_spec(x, "?")
+    return (shape, dtype)
+
+
+class CompiledFunction:
+    """A function compiled per input signature; see `compile`.
+
+    Attributes:
+        fn: the wrapped Python function.
+        backend: "llvm" or "numpy".
+        checkpoint: the checkpointing strategy or budget (None: none).
+        static_argnums: positions of static (hashable Python value) arguments.
+        donate_argnums: positions of arguments whose buffers may be reused for outputs.
+    """
+
+    def __init__(self, fn: Callable, backend: str = "llvm", checkpoint: Any = None,
+                 static_argnums: Sequence[int] = (), donate_argnums: Sequence[int] = ()):
+        if backend not in BACKENDS:
+            raise SymgraphError(f"compile: unknown backend {backend!r}; choose one of {BACKENDS}")
+        if not callable(fn):
+            raise SymgraphError(f"compile: expected a callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.backend = backend
+        self.checkpoint = checkpoint
+        self.static_argnums = _normalize_nums(static_argnums, "static_argnums")
+        self.donate_argnums = _normalize_nums(donate_argnums, "donate_argnums")
+        for a in self.donate_argnums:
+            if a in self.static_argnums:
+                raise SymgraphError(f"compile: argument {a} cannot be both static and donated")
+        self._cache: dict[tuple, _Signature] = {}
+        self._lock = threading.RLock()
+        self._last: _Signature | None = None
+        self._last_key: tuple | None = None
+        functools.update_wrapper(self, fn)
+
+    # ----- calling -----
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        sig = self._last
+        if sig is not None and sig.fast is not None and not kwargs:
+            r = sig.fast(args)
+            if r is not _MISS:
+                return r
+        return self._call_slow(args, kwargs)
+
+    def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, tuple, dict]:
+        """(dynamic args, static values, kwargs); checks static argnums."""
+        if not self.static_argnums:
+            return args, (), kwargs
+        n = len(args)
+        for i in self.static_argnums:
+            if not -n <= i < n:
+                raise SymgraphError(f"compile({self._name}): static_argnums {i} but only {n} positional "
+                                    f"arguments were passed")
+        static = {i % n for i in self.static_argnums}
+        statics = []
+        dyn = []
+        for i, a in enumerate(args):
+            if i in static:
+                try:
+                    hash(a)
+                except TypeError:
+                    raise SymgraphError(f"compile({self._name}): static argument {i} has unhashable type "
+                                        f"{type(a).__name__}; pass a hashable value (tuple, int, str)") from None
+                statics.append((i, a))
+            else:
+                dyn.append(a)
+        return tuple(dyn), tuple(statics), kwargs
+
+    @property
+    def _name(self) -> str:
+        return getattr(self.fn, "__name__", "f")
+
+    def _call_slow(self, args: tuple, kwargs: dict) -> Any:
+        leaves, tree = tree_flatten((args, kwargs))
+        if any(isinstance(x, Node) for x in leaves):
+            # Inside a trace (grad, trace, an outer compile): a graph transform, inline.
+            return self.fn(*args, **kwargs)
+        dyn, statics, kwargs = self._split(args, kwargs)
+        if statics:
+            dleaves, dtree = tree_flatten((dyn, kwargs))
+        else:
+            dleaves, dtree = leaves, tree
+        key = (dtree, tuple(_leaf_key(x) for x in dleaves), statics)
+        sig = self._cache.get(key)
+        if sig is None:
+            with self._lock:
+                sig = self._cache.get(key)
+                if sig is None:
+                    sig = self._build(key, dyn, statics, kwargs)
+                    self._cache[key] = sig
+        self._last = sig
+        return sig.run(dleaves)
+
+    # ----- building -----
+
+    def _log_recompile(self, key: tuple) -> None:
+        if not self._cache or not log.isEnabledFor(logging.DEBUG):
+            return
+        prev = self._last.key if self._last is not None else next(iter(self._cache))
+        parts = []
+        if prev[0] != key[0]:
+            parts.append(f"argument structure {prev[0]} -> {key[0]}")
+        if prev[1] != key[1]:
+            diff = [f"leaf {i}: {a[0]}/{a[1]} -> {b[0]}/{b[1]}" for i, (a, b) in enumerate(zip(prev[1], key[1]))
+                    if a != b]
+            parts.append("shapes/dtypes " + ("; ".join(diff) or f"{len(prev[1])} -> {len(key[1])} leaves"))
+        if prev[2] != key[2]:
+            parts.append(f"static arguments {prev[2]} -> {key[2]}")
+        log.debug("compile(%s): recompiling, the signature changed: %s", self._name, ", ".join(parts))
+
+    def _traceable(self, statics: tuple, kwargs_keys: tuple) -> Callable:
+        fn = self.fn
+        if not statics:
+            return fn
+        static_pos = dict(statics)
+        n = len(static_pos)
+
+        def wrapped(*dyn: Any, **kw: Any) -> Any:
+            it = iter(dyn)
+            full = []
+            for i in range(len(dyn) + n):
+                full.append(static_pos[i] if i in static_pos else next(it))
+            return fn(*full, **kw)
+
+        try:
+            params = list(inspect.signature(fn).parameters.values())
+            keep = [p for i, p in enumerate(params) if i not in static_pos]
+            wrapped.__signature__ = inspect.Signature(keep)  # type: ignore[attr-defined]
+        except (TypeError, ValueError):
+            pass
+        wrapped.__name__ = getattr(fn, "__name__", "f")
+        return wrapped
+
+    def _build(self, key: tuple, dyn: tuple, statics: tuple, kwargs: dict) -> _Signature:
+        self._log_recompile(key)
+        t0 = time.perf_counter()
+        fn = self._traceable(statics, tuple(kwargs))
+        if kwargs:
+            kw_names = tuple(sorted(kwargs))  # the order tree_flatten gives dict leaves
+            base = fn
+
+            def fn(*a: Any) -> Any:  # noqa: F811  (kwargs become trailing dynamic pytree leaves)
+                return base(*a[:-1], **dict(zip(kw_names, a[-1])))
+
+            fn.__name__ = getattr(base, "__name__", "f")
+            dyn = tuple(dyn) + (tuple(kwargs[k] for k in kw_names),)
+        g = trace(fn, *dyn, name=self._name)
+        _dump_stage("traced", g)
+        t_trace = time.perf_counter() - t0
+        g, order = run_pipeline(g, self.checkpoint)
+        # Donated leaves (indices into the flat input list).
+        donate: set[int] = set()
+        if self.donate_argnums:
+            nargs = len(dyn) + len(statics) - (1 if kwargs else 0)
+            donated = {i % nargs for i in self.donate_argnums if -nargs <= i < nargs}
+            dyn_pos = [i for i in range(nargs + (1 if kwargs else 0)) if i not in dict(statics)]
+            offset = 0
+            for pos, a in zip(dyn_pos, dyn):
+                nl = len(tree_flatten(a)[0])
+                if pos in donated:
+                    donate.update(range(offset, offset + nl))
+                offset += nl
+        if self.backend == "numpy":
+            exe: Any = _NumpyExecutable(g, order, frozenset(donate))
+        else:
+            try:
+                import codegen
+            except ImportError as e:
+                raise SymgraphError(f"compile: backend='llvm' needs the codegen package and llvmlite ({e})") from None
+            exe = codegen.compile_graph(g, order, donate=frozenset(donate), name=self._name)
+        stats = dict(exe.stats)
+        stats["compile_seconds"] = time.perf_counter() - t0
+        stats["trace_seconds"] = t_trace
+        stats.setdefault("nodes", len(order))
+        if self.checkpoint is not None:
+            stats["checkpoint"] = self.checkpoint
+        exe.stats = stats
+        sig = _Signature(key, g, exe, stats)
+        if sig.fast is not None and (statics or kwargs):
+            sig.fast = None  # the fast path handles positional (pytree) arguments only
+        return sig
+
+    # ----- inspection -----
+
+    def _current(self) -> _Signature:
+        sig = self._last
+        if sig is None:
+            raise SymgraphError(f"compile({self._name}): not compiled yet; call it once with example arguments "
+                                f"(graph, stats, llvm_ir and asm describe the last signature called)")
+        return sig
+
+    @property
+    def graph(self) -> Graph:
+        """The optimized graph compiled for the last signature called."""
+        return self._current().graph
+
+    @property
+    def stats(self) -> dict:
+        """Figures of the last signature called.
+
+        Keys: backend, nodes (graph size), kernels (fused loop nests / calls),
+        compile_seconds (trace + optimize + codegen, seconds), trace_seconds,
+        peak_bytes (planned peak of intermediates and outputs, bytes), and for
+        the LLVM backend arena_bytes, kernel kinds and cache information.
+        """
+        return self._current().stats
+
+    @property
+    def signatures(self) -> int:
+        """Number of compiled signatures in the in-memory cache."""
+        return len(self._cache)
+
+    def llvm_ir(self) -> str:
+        """The optimized LLVM IR of the last signature called (backend="llvm").
+
+        Raises:
+            SymgraphError: for the numpy backend or before the first call.
+        """
+        exe = self._current().exe
+        if not hasattr(exe, "llvm_ir"):
+            raise SymgraphError(f"compile({self._name}): llvm_ir() needs backend='llvm' (this one is {self.backend!r})")
+        return exe.llvm_ir()
+
+    def asm(self) -> str:
+        """The host assembly of the last signature called (backend="llvm").
+
+        Raises:
+            SymgraphError: for the numpy backend or before the first call.
+        """
+        exe = self._current().exe
+        if not hasattr(exe, "asm"):
+            raise SymgraphError(f"compile({self._name}): asm() needs backend='llvm' (this one is {self.backend!r})")
+        return exe.asm()
+
+    def clear_cache(self) -> None:
+        """Drop every compiled signature."""
+        with self._lock:
+            self._cache.clear()
+            self._last = None
+
+    def __repr__(self) -> str:
+        return f"CompiledFunction({self._name}, backend={self.backend!r}, signatures={len(self._cache)})"
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        # Support decorating methods: bind like a function.
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+
+def compile(f: Callable | None = None, *, backend: str = "llvm", checkpoint: Any = None,
+            static_argnums: int | Sequence[int] = (), donate_argnums: int | Sequence[int] = ()) -> Any:
+    """Compile `f` per input signature; usable as `compile(f)`, `@compile` or `@compile(backend=...)`.
+
+    On the first call with a new signature (pytree structure, shapes and dtypes
+    of the array leaves, values of the static arguments) `f` is traced, the
+    graph simplified, checkpointed (if asked), scheduled, and compiled by the
+    backend; later calls with the same signature run the cached code. Called
+    on traced values (inside `sg.grad`, `sg.trace`) it runs `f` inline, so
+    `sg.grad(sg.compile(f))` differentiates `f`.
+
+    Args:
+        f: a function of arrays (or pytrees of arrays) written with NumPy or
+            `symgraph.numpy` operations.
+        backend: "llvm" (fused native code, the `codegen` package) or "numpy"
+            (the reference evaluator on the optimized graph).
+        checkpoint: None, "sqrt", "revolve", "mincut" or a memory budget in bytes.
+        static_argnums: positions of arguments that are hashable Python values
+            shaping the trace (sizes, flags); a new value recompiles.
+        donate_argnums: positions of arguments whose buffers may be reused for
+            outputs of the same shape and dtype: the returned output is then
+            the same array object as the argument, updated in place (the
+            caller's array is consumed). Arrays that are views, read-only,
+            non-contiguous or of another dtype are not reused.
+
+    Returns:
+        A `CompiledFunction` with `graph`, `stats`, `llvm_ir()` and `asm()`.
+
+    Raises:
+        SymgraphError: unknown backend, unhashable static argument, checkpoint
+            pass unavailable.
+        ShapeError, DTypeError: at call time, for arguments that do not fit
+            (a new shape or dtype simply compiles a new signature).
+    """
+    if f is None:
+        return functools.partial(compile, backend=backend, checkpoint=checkpoint, static_argnums=static_argnums,
+                                 donate_argnums=donate_argnums)
+    return CompiledFunction(f, backend=backend, checkpoint=checkpoint, static_argnums=static_argnums,
+                            donate_argnums=donate_argnums)
