@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import threading
 import weakref
 from typing import Any, Iterable, Iterator
@@ -79,6 +80,29 @@ _DEFAULT_META = NodeMeta(None, "forward")
 def _set_meta(node: "Node", m: NodeMeta) -> None:
     k = id(node)
     _META[k] = (weakref.ref(node, lambda _r, k=k: _META.pop(k, None)), m)
+
+
+def set_meta(node: "Node", m: NodeMeta) -> None:
+    """Replace a node's side-table metadata (passes use it to carry location and role)."""
+    _set_meta(node, m)
+
+
+def current_role() -> str:
+    """The role given to nodes built now in this thread (see `role`)."""
+    return _ctx.role
+
+
+def set_build_context(location: SourceLocation | None, role_name: str) -> tuple:
+    """Set this thread's location override and role for nodes built from now on.
+
+    A cheap, non-context-manager form of `source_location` + `role` for passes
+    that switch context per node. Returns the previous (location, role) so the
+    caller can restore it.
+    """
+    prev = (getattr(_override, "loc", None), _ctx.role)
+    _override.loc = location
+    _ctx.role = role_name
+    return prev
 
 
 def meta(node: "Node") -> NodeMeta:
@@ -200,9 +224,28 @@ class Builder:
     `make`, which runs the op's shape and dtype rules.
     """
 
-    def __init__(self) -> None:
-        self._table: dict[tuple, Node] = {}
-        self._lock = threading.Lock()
+    def __init__(self, share: "Builder | None" = None) -> None:
+        """A new builder; with `share`, one that interns into `share`'s table (same identities)."""
+        self._table: dict[tuple, Node] = {} if share is None else share._table
+        self._lock = threading.Lock() if share is None else share._lock
+
+    @staticmethod
+    def key(node: Node) -> tuple:
+        """The intern key of a node: (op name, inputs, attrs, tag)."""
+        return (node.op.name, node.inputs, node.attrs, node.tag)
+
+    def adopt(self, node: Node) -> Node:
+        """Register an existing node in this builder: returns the equal node already interned, or `node`."""
+        key = (node.op.name, node.inputs, node.attrs, node.tag)
+        found = self._table.get(key)
+        if found is None:
+            with self._lock:
+                found = self._table.setdefault(key, node)
+        return found
+
+    def interned(self) -> int:
+        """Number of nodes interned (a cheap change counter for passes)."""
+        return len(self._table)
 
     def __len__(self) -> int:
         return len(self._table)
@@ -251,6 +294,9 @@ class Builder:
         dtype = op.dtype_rule(*[x.dtype for x in inputs], **params)
         if type(dtype) is not np.dtype:
             dtype = np.dtype(dtype)
+        if shape and (min(shape) < 0 or math.prod(shape) * dtype.itemsize >= 2**63):
+            raise ShapeError(f"{op.name}: result shape {shape} ({dtype}) has a negative dimension or more bytes "
+                             f"than can be addressed")
         with self._lock:
             node = self._table.get(key)
             if node is not None:
