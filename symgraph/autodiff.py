@@ -266,7 +266,7 @@ def jvp_nodes(outputs: Sequence[Node], wrt: Sequence[Node], tangents: Sequence[N
         if op.jvp is None:
             raise UnsupportedOpError(f"op {op.name} has no forward-mode rule (JVP), and the derivative is needed",
                                      meta(n).location)
-        with source_location(meta(n).location), role("backward"):
+        with source_location(meta(n).location), role("tangent"):
             t = op.jvp(ts, n)
         if t is not None:
             if t.shape != n.shape:  # pragma: no cover - a rule bug

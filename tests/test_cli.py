@@ -1,0 +1,238 @@
+"""The `symgraph` command line, run as a subprocess: formats, stats, usage errors, user-code errors, --help."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+import symgraph as sg
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` not installed")
+
+MODEL = textwrap.dedent("""\
+    import numpy as np
+
+    def seed(x, y):
+        b = (x + y) * x
+        return np.sum(b)
+
+    def wave(x):
+        return np.sin(x) * x
+
+    def chain(x):
+        for _ in range(6):
+            x = np.tanh(x) * 1.5
+        return np.sum(x)
+
+    def raises(x):
+        y = np.exp(x)
+        return y / undefined_name
+
+    def bad_matmul(a, b):
+        return np.sum(a @ b)
+
+    def vector(x):
+        return x * 2.0
+
+    class Model:
+        @staticmethod
+        def loss(w):
+            return np.sum(w * w)
+    """)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    p = d / "model.py"
+    p.write_text(MODEL)
+    return p
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "symgraph", *args], check=False, capture_output=True, cwd=cwd, timeout=300)
+
+
+def out(r: subprocess.CompletedProcess) -> str:
+    return r.stdout.decode()
+
+
+def err(r: subprocess.CompletedProcess) -> str:
+    return r.stderr.decode()
+
+
+# ----- formats -----
+
+
+def test_dump_text_of_gradient_matches_the_api(model):
+    r = run("dump", f"{model}:seed", "--shapes", "3", "--shapes", "3", "--grad")
+    assert r.returncode == 0, err(r)
+    ns = {}
+    exec(compile(MODEL, str(model), "exec"), ns)
+    g = sg.trace(sg.grad(ns["seed"]), np.zeros(3), np.zeros(3), name="grad(seed)")
+
+    def strip(t: str) -> list[str]:  # nodes built here (inputs, the seed) have this file as their location
+        return [re.sub(r", test_cli\.py:\d+$", "", line) for line in t.strip().splitlines()]
+
+    assert strip(out(r)) == strip(g.dump())
+    assert "# backward, model.py:4" in out(r)
+
+
+def test_dump_second_derivative_text_and_dot(model):
+    r = run("dump", f"{model}:wave", "--order", "2", "--simplify")
+    assert r.returncode == 0, err(r)
+    assert out(r).startswith("graph grad2(wave)(%0 x: float64[]) {") and "cos" in out(r)
+    r = run("dump", f"{model}:wave", "--order", "2", "--format", "dot")
+    assert r.returncode == 0, err(r)
+    assert out(r).startswith('digraph "grad2(wave)" {') and "sg-role-backward" in out(r)
+
+
+@needs_dot
+def test_dump_dot_parses_and_svg_png_pdf_are_valid(model, tmp_path):
+    r = run("dump", f"{model}:seed", "-s", "3", "-s", "3", "--grad", "-f", "dot")
+    assert r.returncode == 0, err(r)
+    chk = subprocess.run(["dot", "-Tsvg"], input=r.stdout, check=False, capture_output=True, timeout=60)
+    assert chk.returncode == 0, chk.stderr
+    r = run("dump", f"{model}:seed", "-s", "3", "-s", "3", "--grad", "--format", "svg")
+    assert r.returncode == 0, err(r)
+    root = ET.fromstring(r.stdout)
+    assert root.tag.endswith("svg") and any("sg-role-backward" in e.get("class", "") for e in root.iter())
+    for fmt, magic in (("png", b"\x89PNG"), ("pdf", b"%PDF")):
+        path = tmp_path / f"g.{fmt}"
+        r = run("dump", f"{model}:seed", "-s", "3", "-s", "3", "--hessian", "--format", fmt, "-o", str(path))
+        assert r.returncode == 0, err(r)
+        assert path.read_bytes().startswith(magic) and r.stdout == b""
+
+
+@needs_dot
+def test_output_suffix_selects_format_and_checkpoint_draws_recomputed(model, tmp_path):
+    pytest.importorskip("symgraph.passes.checkpoint")
+    svg = tmp_path / "ck.svg"
+    r = run("dump", f"{model}:chain", "-s", "4", "--grad", "--simplify", "--checkpoint", "sqrt", "-o", str(svg))
+    assert r.returncode == 0, err(r)
+    root = ET.parse(svg).getroot()
+    recomputed = [e for e in root.iter() if "sg-node sg-role-recomputed" in e.get("class", "")]
+    assert recomputed
+    txt = tmp_path / "ck.txt"
+    r = run("dump", f"{model}:chain", "-s", "4", "--grad", "--simplify", "--checkpoint", "sqrt", "-o", str(txt))
+    assert r.returncode == 0, err(r)
+    assert txt.read_text().count("# recomputed") == len(recomputed)
+
+
+def test_dotted_function_name_and_float32(model):
+    r = run("dump", f"{model}:Model.loss", "-s", "2,3", "--dtype", "float32", "--grad")
+    assert r.returncode == 0, err(r)
+    assert out(r).splitlines()[0] == "graph grad(Model.loss)(%0 w: float32[2,3]) {"
+
+
+# ----- stats -----
+
+
+def test_stats_counts_roles_and_peak_bytes(model):
+    r = run("stats", f"{model}:chain", "-s", "4", "--grad", "--simplify")
+    assert r.returncode == 0, err(r)
+    text = out(r)
+    ns = {}
+    exec(compile(MODEL, str(model), "exec"), ns)
+    g = sg.simplify(sg.trace(sg.grad(ns["chain"]), np.zeros(4)))
+    from symgraph.passes.schedule import peak_bytes, schedule
+    from symgraph.viz import role_counts
+
+    for role, n in role_counts(g).items():
+        assert re.search(rf"^  {role}\s+{n}$", text, re.MULTILINE), text
+    assert f"planned peak bytes: {peak_bytes(schedule(g), g.outputs)} " in text
+    assert text.splitlines()[0] == f"graph grad(chain): {len(g)} nodes, 1 inputs, 1 outputs"
+
+
+def test_stats_with_checkpoint_and_compile(model):
+    pytest.importorskip("symgraph.passes.checkpoint")
+    plain = run("stats", f"{model}:chain", "-s", "4", "--grad", "--simplify")
+    r = run("stats", f"{model}:chain", "-s", "4", "--grad", "--simplify", "--checkpoint", "sqrt", "--compile")
+    assert r.returncode in (0, 2), err(r)
+    assert re.search(r"^  recomputed\s+[1-9]\d*$", out(r), re.MULTILINE)
+
+    def peak(t: str) -> int:
+        return int(re.search(r"planned peak bytes: (\d+)", t).group(1))
+
+    assert peak(out(r)) < peak(out(plain))
+    if r.returncode == 2:  # sg.compile not available in this installation: a clear message
+        assert "--compile needs sg.compile" in err(r)
+    else:
+        assert re.search(r"^  kernels\s+[1-9]\d*$", out(r), re.MULTILINE)
+        assert re.search(r"^  compile seconds\s+\d+\.\d+$", out(r), re.MULTILINE)
+
+
+# ----- errors and usage -----
+
+
+def test_function_that_raises_prints_message_and_user_line(model):
+    r = run("dump", f"{model}:raises", "-s", "3")
+    assert r.returncode == 1
+    e = err(r)
+    assert "NameError" in e and "undefined_name" in e
+    assert f"at {model}:17 (in raises)" in e and "return y / undefined_name" in e
+    assert "Traceback" not in e
+    r = run("dump", f"{model}:raises", "-s", "3", "--traceback")
+    assert r.returncode == 1 and "Traceback" in err(r)
+
+
+def test_symgraph_error_in_user_code_points_at_user_line(model):
+    r = run("dump", f"{model}:bad_matmul", "-s", "3,4", "-s", "5,2")
+    assert r.returncode == 1
+    assert "ShapeError" in err(r) and "matmul" in err(r)
+    assert f"{model}:20 (in bad_matmul)" in err(r) and "np.sum(a @ b)" in err(r)
+    r = run("dump", f"{model}:vector", "-s", "3", "--grad")
+    assert r.returncode == 1 and "NonScalarOutputError" in err(r)
+
+
+@pytest.mark.parametrize("target, msg", [
+    ("model.py", "expected FILE.py:FUNC"),
+    ("nosuchfile.py:f", "no such file"),
+    ("model.py:nosuch", "has no function 'nosuch'; functions defined there: Model, bad_matmul, chain"),
+])
+def test_bad_file_func_is_a_usage_error(model, target, msg):
+    r = run("dump", target, cwd=model.parent)
+    assert r.returncode == 2
+    assert msg in err(r)
+
+
+def test_usage_errors_exit_2(model):
+    assert run("dump", f"{model}:seed", "-s", "3").returncode == 2  # one shape for two arguments
+    r = run("dump", f"{model}:wave", "-s", "3", "--order", "2")
+    assert r.returncode == 2 and "--hessian" in err(r)
+    assert run("dump", f"{model}:seed", "-s", "3,x", "-s", "3").returncode == 2
+    assert run("dump", f"{model}:seed", "--grad", "--hessian").returncode == 2
+    assert run("dump", f"{model}:seed", "--format", "jpeg").returncode == 2
+    assert run("frobnicate").returncode == 2
+    assert run().returncode == 2
+
+
+def test_help_explains_each_option():
+    r = run("--help")
+    assert r.returncode == 0 and "dump" in out(r) and "stats" in out(r) and "exit status" in out(r)
+    r = run("dump", "--help")
+    assert r.returncode == 0
+    h = out(r)
+    for opt in ("--shapes", "--dtype", "--grad", "--hessian", "--order", "--simplify", "--checkpoint", "--format",
+                "-o PATH", "--full"):
+        assert opt in h, opt
+    r = run("stats", "--help")
+    assert r.returncode == 0 and "--compile" in out(r) and "peak bytes" in out(r)
+
+
+def test_console_script_matches_module(model):
+    exe = shutil.which("symgraph", path=os.path.dirname(sys.executable))
+    if exe is None:
+        pytest.skip("console script not installed next to this interpreter")
+    args = ["dump", f"{model}:seed", "-s", "3", "-s", "3"]
+    a = subprocess.run([exe, *args], check=False, capture_output=True, timeout=120)
+    b = run(*args)
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
