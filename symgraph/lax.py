@@ -51,6 +51,8 @@ def _check_array_like(x: Any, op: str, pos: int) -> None:
     if isinstance(x, (Node, np.ndarray, np.generic, numbers.Number)):
         if isinstance(x, np.ndarray) and x.dtype == object:
             raise DTypeError(f"{op}: argument {pos} is an object array; symgraph needs numeric arrays")
+        if isinstance(x, complex) or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "c"):
+            raise DTypeError(f"{op}: argument {pos} is complex; symgraph supports bool, integer and float values")
         return
     if isinstance(x, (list, tuple)):
         return
@@ -283,6 +285,13 @@ def matmul(a: Any, b: Any) -> Any:
     if vb:
         b = reshape(b, (sb[0], 1))
     sa, sb = _shape_of(a), _shape_of(b)
+    if len(sa) > 2 and len(sb) == 2 and sa[-1] == sb[-2]:
+        # (..., m, k) @ (k, n): fold the leading dims into rows, so the weight is
+        # not broadcast over the batch (its gradient is then one matmul, not a
+        # batch of weight-sized products summed afterwards)
+        out = bind("matmul", reshape(a, (-1, sa[-1])), b)
+        out = reshape(out, sa[:-1] + (sb[-1],))
+        return reshape(out, sa[:-1]) if vb else out
     if sa[-1] != sb[-2]:
         raise ShapeError(f"matmul: contracted dimensions differ: {sa[-1]} (operand 0 shape {sa}) vs {sb[-2]} (operand 1 shape {sb})")
     batch = broadcast_shapes(sa[:-2], sb[:-2], op="matmul")

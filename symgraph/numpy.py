@@ -388,6 +388,23 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return out
 
 
+def logaddexp(x: Any, y: Any) -> Any:
+    """log(exp(x) + exp(y)), stable: shifted by the stopped-gradient maximum.
+
+    Its derivatives are the softmax weights exp(x - out), exp(y - out) at every
+    point (1/2 each at x == y, no tie convention involved).
+    """
+    x, y = L.to_float(x), L.to_float(y)
+    m = stop_gradient(maximum(x, y))
+    m = where(isnan(subtract(m, m)), 0.0, m)  # infinite maxima: shift by 0 instead of creating NaN
+    return add(log(add(exp(subtract(x, m)), exp(subtract(y, m)))), m)
+
+
+def softplus(x: Any) -> Any:
+    """log(1 + exp(x)) = logaddexp(x, 0), stable; derivative sigmoid(x) (1/2 at 0)."""
+    return logaddexp(x, 0.0)
+
+
 def softmax(x: Any, axis: int = -1) -> Any:
     """exp(x - logsumexp(x)) along axis; stable for large inputs."""
     x = L.to_float(x)
@@ -438,13 +455,21 @@ def take_along_last(x: Any, labels: Any) -> Any:
 
 
 def cross_entropy(logits: Any, labels: Any, reduction: str = "mean") -> Any:
-    """Softmax cross-entropy of logits (n, C) with integer labels (n,), via gather.
+    """Softmax cross-entropy of logits (..., C) with integer labels (...), via gather.
 
-    Returns the mean (default), the sum, or per-example losses ("none").
+    Returns the mean (default), the sum, or per-example losses ("none", shape
+    of labels).
+
+    Raises:
+        ShapeError: if labels' shape is not logits' shape without the last axis.
     """
+    shp = _shape(logits)
+    if len(shp) < 1 or tuple(_shape(labels)) != tuple(shp[:-1]):
+        raise ShapeError(f"cross_entropy: labels of shape {tuple(_shape(labels))} do not match logits of shape "
+                         f"{tuple(shp)} (expected {tuple(shp[:-1])})")
     lp = log_softmax(logits, axis=-1)
-    picked = take_along_last(lp, labels)
-    losses = negative(picked)
+    picked = take_along_last(reshape(lp, (-1, shp[-1])), reshape(labels, (-1,)))
+    losses = reshape(negative(picked), tuple(shp[:-1]))
     if reduction == "mean":
         return mean(losses)
     if reduction == "sum":
@@ -515,6 +540,7 @@ def transpose(x: Any, axes: Any = None) -> Any:
 def swapaxes(x: Any, a: int, b: int) -> Any:
     """Swap two axes."""
     nd = _ndim(x)
+    (a,), (b,) = normalize_axes(a, nd, op="swapaxes"), normalize_axes(b, nd, op="swapaxes")
     perm = list(range(nd))
     perm[a], perm[b] = perm[b], perm[a]
     return L.transpose(x, perm)
@@ -523,8 +549,9 @@ def swapaxes(x: Any, a: int, b: int) -> Any:
 def moveaxis(x: Any, source: int, destination: int) -> Any:
     """Move one axis to a new position."""
     nd = _ndim(x)
-    perm = [i for i in range(nd) if i != source % nd]
-    perm.insert(destination % nd, source % nd)
+    (source,), (destination,) = normalize_axes(source, nd, op="moveaxis"), normalize_axes(destination, nd, op="moveaxis")
+    perm = [i for i in range(nd) if i != source]
+    perm.insert(destination, source)
     return L.transpose(x, perm)
 
 
@@ -642,10 +669,10 @@ def vdot(a: Any, b: Any) -> Any:
 
 
 def inner(a: Any, b: Any) -> Any:
-    """Inner product over the last axis."""
-    if _ndim(a) == 1 and _ndim(b) == 1:
-        return sum(multiply(a, b))
-    return einsum("...i,...i->...", a, b) if _ndim(a) == _ndim(b) else matmul(a, swapaxes(b, -1, -2))
+    """Inner product over the last axis: shape a.shape[:-1] + b.shape[:-1] (as np.inner)."""
+    if _ndim(a) == 0 or _ndim(b) == 0:
+        return multiply(a, b)
+    return tensordot(a, b, axes=([-1], [-1]))
 
 
 def outer(a: Any, b: Any) -> Any:
@@ -723,6 +750,14 @@ class linalg:  # noqa: N801  (mirrors np.linalg)
 
 # ----- dispatch tables for NumPy's protocols -----
 
+
+def _bool_only(name: str, fn: Any, *xs: Any) -> Any:
+    """`&`, `|`, `~` between a NumPy bool array and a traced bool: the logical op (bool operands only)."""
+    if any(L.result_dtype(x).kind != "b" for x in xs):
+        raise UnsupportedOpError(f"np.{name} of non-bool traced values is not supported (only of bool masks)")
+    return fn(*xs)
+
+
 UFUNCS = {
     "add": add, "subtract": subtract, "multiply": multiply, "divide": divide, "true_divide": divide,
     "floor_divide": floor_divide, "remainder": remainder, "power": power, "negative": negative,
@@ -732,7 +767,10 @@ UFUNCS = {
     "maximum": maximum, "minimum": minimum, "fmax": maximum, "fmin": minimum, "less": less,
     "less_equal": less_equal, "greater": greater, "greater_equal": greater_equal, "equal": equal,
     "not_equal": not_equal, "logical_and": logical_and, "logical_or": logical_or, "logical_not": logical_not,
-    "isnan": isnan, "floor": floor, "matmul": matmul,
+    "isnan": isnan, "floor": floor, "matmul": matmul, "logaddexp": logaddexp,
+    "bitwise_and": lambda x, y: _bool_only("bitwise_and", logical_and, x, y),
+    "bitwise_or": lambda x, y: _bool_only("bitwise_or", logical_or, x, y),
+    "invert": lambda x: _bool_only("invert", logical_not, x),
 }
 
 FUNCTIONS = {
