@@ -294,10 +294,11 @@ class Program:
     order: list[Node]
     materialized: set
     kernels: list[Kernel]
-    producer: dict                  # materialized node -> kernel index
+    producer: dict                  # materialized node -> index of the last kernel writing it
     readers: dict                   # materialized node -> list of kernel indices reading it
     donated: dict                   # output position -> input leaf index (buffer shared)
     consts: dict                    # constant node -> array (non-uniform constants)
+    first_write: dict = field(default_factory=dict)  # node -> first kernel writing it (concatenate pieces)
 
 
 def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -655,7 +656,7 @@ class _Partitioner:
     def plan(self) -> Program:
         M = self.forced()
         consts: dict = {}
-        for _round in range(64):
+        while True:  # M only grows (bounded by the graph), so this terminates
             _session.table = {}
             b = _Builder(M, consts)
             changed = False
@@ -697,12 +698,13 @@ class _Partitioner:
                 M |= extra
                 continue
             readers: dict[Node, list[int]] = {}
+            first_write: dict[Node, int] = {}
             for ki, k in enumerate(kernels):
                 for t in k.tasks:
+                    first_write.setdefault(t.node, ki)
                     for m in self.task_reads(t):
                         readers.setdefault(m, []).append(ki)
-            return Program(self.graph, self.order, M, kernels, producer, readers, donated, consts)
-        raise RuntimeError("codegen: fusion did not converge")  # pragma: no cover
+            return Program(self.graph, self.order, M, kernels, producer, readers, donated, consts, first_write)
 
     # -- tasks --
 
@@ -803,7 +805,7 @@ class _Partitioner:
         used: set[int] = set()
         seen_out: set[Node] = set()
         for k, o in enumerate(self.graph.outputs):
-            if o in seen_out or o.op.kind == "source" or o.op.name in ("gemm",):
+            if o in seen_out or o.op.kind == "source":
                 seen_out.add(o)
                 continue
             seen_out.add(o)

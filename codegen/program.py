@@ -103,15 +103,17 @@ def plan_buffers(prog: Program) -> BufferPlan:
         ref[o] = ("out", len(out_buffers))
         out_plan.append(("buf", len(out_buffers)))
         out_buffers.append((o.shape, o.dtype))
-        out_intervals.append((prog.producer.get(o, 0), n_steps, o.nbytes))
+        out_intervals.append((prog.first_write.get(o, 0), n_steps, o.nbytes))
     # arena slots
     nodes = []
     intervals = []
     for n in prog.order:
         if n in ref or n not in prog.materialized or n.op.kind == "source":
             continue
-        first_step = prog.producer[n]
-        last_step = max(prog.readers.get(n, [first_step]))
+        # live from the first kernel writing it (a concatenate is written piece by piece) to its last reader;
+        # empty values (no task) still get a zero-size slot
+        first_step = prog.first_write.get(n, 0)
+        last_step = max(prog.readers.get(n, [first_step]) + [prog.producer.get(n, first_step)])
         nodes.append(n)
         intervals.append((first_step, last_step, n.nbytes))
     offsets, total = assign_offsets(intervals)

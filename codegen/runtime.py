@@ -152,6 +152,14 @@ def blas_library() -> dict | None:
         return found or None
 
 
+def _canonical(d: Any) -> np.dtype:
+    """The canonical dtype object (`np.dtype(np.float64)` is a singleton; derived dtypes may not be)."""
+    d = np.dtype(d)
+    if d.isnative and d.kind in "biuf":
+        return np.dtype(d.type)
+    return d
+
+
 def _aligned_empty(nbytes: int, align: int = 64) -> np.ndarray:
     raw = np.empty(nbytes + align, dtype=np.uint8)
     off = (-raw.ctypes.data) % align
@@ -173,7 +181,8 @@ class Executable:
                  abi: str = "ctypes"):
         self.graph = graph
         self.jitted = jitted
-        self.in_specs = in_specs            # [(shape, dtype)]
+        # [(shape, dtype)]; dtypes canonical (the fast path compares them by identity)
+        self.in_specs = [(tuple(sh), _canonical(d)) for sh, d in in_specs]
         self.out_buffers = out_buffers      # [(shape, dtype)] of fresh output arrays
         # per output: ("buf", j) | ("in", li) | ("copy_in", li) | ("const", array) | ("dup", k)
         self.out_plan = out_plan
@@ -224,6 +233,8 @@ class Executable:
         for i, (x, (shape, dtype)) in enumerate(zip(leaves, self.in_specs)):
             name = self.graph.inputs[i].attr("name", f"arg{i}")
             a = x if type(x) is np.ndarray else np.asarray(x)
+            if not a.dtype.isnative and a.dtype.newbyteorder("=") == dtype:
+                a = a.astype(dtype)  # byte-swapped input: same values, native order
             if a.dtype != dtype:
                 if a.dtype.kind not in "biuf":
                     raise DTypeError(f"{self.graph.name}: argument {name} has dtype {a.dtype}; expected {dtype}")
@@ -232,8 +243,8 @@ class Executable:
             if a.shape != shape:
                 raise ShapeError(f"{self.graph.name}: argument {name} has shape {a.shape}, the compiled "
                                  f"signature has {shape}")
-            if not (a.flags.c_contiguous and a.flags.aligned) or a.dtype.byteorder == ">":
-                a = np.ascontiguousarray(a, dtype=dtype.newbyteorder("="))
+            if not (a.flags.c_contiguous and a.flags.aligned):
+                a = np.ascontiguousarray(a)
                 if not a.flags.aligned:
                     a = a.copy()
             arrs.append(a)
@@ -305,8 +316,8 @@ class Executable:
         ns: dict[str, Any] = {"_nd": np.ndarray, "_empty": np.empty, "_MISS": MISS, "_native": self.native,
                               "_pool": self._pool, "_new": self._arena, "_dummy": self._dummy,
                               "_consts": self.consts, "_array": np.array, "_unflatten": tree_unflatten,
-                              "_tree": self.graph.out_tree, "_float": float, "_dict": dict, "_tuple": tuple,
-                              "_list": list}
+                              "_tree": self.graph.out_tree, "_float": float, "_int": int, "_bool": bool,
+                              "_dict": dict, "_tuple": tuple, "_list": list}
         lines = ["def fast(args):"]
         names: list[str] = []
         tmp = iter(range(1 << 30))
@@ -332,10 +343,20 @@ class Executable:
                 ty = "_tuple" if td.kind == "tuple" else "_list"
                 if var != "args":
                     lines.append(f"    if type({var}) is not {ty} or len({var}) != {len(td.children)}: return _MISS")
-                else:
-                    lines.append(f"    if len(args) != {len(td.children)}: return _MISS")
-                for i, c in enumerate(td.children):
-                    extract(c, f"{var}[{i}]")
+                    for i, c in enumerate(td.children):
+                        extract(c, f"{var}[{i}]")
+                    return True
+                lines.append(f"    if len(args) != {len(td.children)}: return _MISS")
+                if td.children:  # unpack the positional arguments in one step
+                    xs = [f"x{i}" for i in range(len(td.children))]
+                    lines.append(f"    {', '.join(xs)}{',' if len(xs) == 1 else ''} = args")
+                    for x, c in zip(xs, td.children):
+                        if c.kind == "leaf":
+                            v = f"a{len(names)}"
+                            names.append(v)
+                            lines.append(f"    {v} = {x}")
+                        else:
+                            extract(c, x)
                 return True
             if td.kind == "dict":
                 ns[f"K{k}"] = frozenset(td.meta)
@@ -362,8 +383,13 @@ class Executable:
                 acc *= d
             ns[f"T{i}"] = tuple(reversed(st))
             check = f"type({a}) is not _nd or {a}.dtype is not D{i} or {a}.shape != S{i} or {a}.strides != T{i}"
-            if shape == () and dtype == np.float64 and i not in self.donated_leaves:
-                lines.append(f"    if type({a}) is _float: {a} = _array({a})")
+            if shape == () and i not in self.donated_leaves:
+                # scalars: the NumPy scalar type (np.float64(2.0)) and the matching Python type become 0-d arrays
+                ns[f"ST{i}"] = dtype.type
+                py = {"f": "float", "i": "int", "b": "bool"}.get(dtype.kind) if dtype.itemsize == 8 or \
+                    dtype.kind == "b" else None
+                conv = f"type({a}) is ST{i}" + (f" or type({a}) is _{py}" if py else "")
+                lines.append(f"    if {conv}: {a} = _array({a}, D{i})")
                 lines.append(f"    elif {check}: return _MISS")
                 rebuild = True
             else:

@@ -49,12 +49,17 @@ def _dump_stage(stage: str, graph: Graph, **extra: Any) -> None:
 def _normalize_nums(nums: int | Sequence[int] | None, what: str) -> tuple[int, ...]:
     if nums is None:
         return ()
+    if isinstance(nums, (bool, np.bool_)) or isinstance(nums, (str, bytes)):
+        raise SymgraphError(f"compile: {what} must be an int or a tuple of ints, got {nums!r}")
     if isinstance(nums, (int, np.integer)):
         return (int(nums),)
     try:
-        return tuple(sorted({int(a) for a in nums}))
+        items = list(nums)
     except TypeError:
         raise SymgraphError(f"compile: {what} must be an int or a tuple of ints, got {nums!r}") from None
+    if not all(isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) for a in items):
+        raise SymgraphError(f"compile: {what} must be an int or a tuple of ints, got {nums!r}")
+    return tuple(sorted({int(a) for a in items}))
 
 
 def run_pipeline(graph: Graph, checkpoint: Any = None) -> tuple[Graph, list[Node]]:
@@ -77,16 +82,14 @@ def run_pipeline(graph: Graph, checkpoint: Any = None) -> tuple[Graph, list[Node
     from .passes.schedule import schedule
     from .passes.simplify import simplify
 
+    from .passes.checkpoint import apply_checkpoint
+
     g = simplify(graph)
     _dump_stage("simplified", g)
-    if checkpoint is not None:
-        try:
-            from .passes.checkpoint import apply_checkpoint
-        except ImportError as e:  # the pass lives in its own module
-            raise SymgraphError(f"compile: checkpoint={checkpoint!r} needs symgraph.passes.checkpoint, "
-                                f"which could not be imported ({e})") from None
-        g = apply_checkpoint(g, checkpoint)
-        _dump_stage("checkpointed", g)
+    # Always run: with checkpoint=None it saves everything, but it still removes
+    # the markers of sg.checkpoint regions and applies their policies.
+    g = apply_checkpoint(g, checkpoint)
+    _dump_stage("checkpointed", g)
     order = schedule(g)
     _dump_stage("scheduled", g)
     return g, order
@@ -151,6 +154,8 @@ def _check_leaves(graph: Graph, leaves: list[Any]) -> list[np.ndarray]:
     out = []
     for i, (x, node) in enumerate(zip(leaves, graph.inputs)):
         a = np.asarray(x)
+        if not a.dtype.isnative and a.dtype.newbyteorder("=") == node.dtype:
+            a = a.astype(node.dtype)  # byte-swapped input: same values, native order
         if a.shape != node.shape:
             raise ShapeError(f"{graph.name}: argument {node.attr('name', i)} has shape {a.shape}, "
                              f"the compiled signature has {node.shape}")
@@ -183,7 +188,8 @@ def _leaf_key(x: Any) -> tuple:
     """(shape, dtype) of an argument leaf, for the signature key."""
     t = type(x)
     if t is np.ndarray:
-        return (x.shape, x.dtype)
+        d = x.dtype
+        return (x.shape, d if d.isnative else d.newbyteorder("="))
     if isinstance(x, Node):
         return (x.shape, x.dtype)
     shape, dtype = leaf_spec(x, "?")
@@ -362,6 +368,12 @@ class CompiledFunction:
         stats["trace_seconds"] = t_trace
         stats.setdefault("nodes", len(order))
         if self.checkpoint is not None:
+            from .passes.checkpoint import checkpoint_stats
+
+            # the recompute bill (FLOPs, nodes) and the activation peak; peak_bytes
+            # stays the backend's own plan
+            for k, v in checkpoint_stats(g).items():
+                stats.setdefault(k, v)
             stats["checkpoint"] = self.checkpoint
         exe.stats = stats
         sig = _Signature(key, g, exe, stats)

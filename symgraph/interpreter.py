@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError, ShapeError, SymgraphError
 from .ir import Graph, Node
 from .passes.schedule import last_use, schedule
 from .tree import tree_flatten, tree_unflatten
@@ -35,6 +35,8 @@ def check_arguments(graph: Graph, args: tuple) -> list[np.ndarray]:
         if isinstance(x, np.ndarray) and x.dtype == object:
             raise DTypeError(f"{graph.name}: argument {name} is an object array")
         a = np.asarray(x)
+        if a.dtype.kind not in "biuf":
+            raise DTypeError(f"{graph.name}: argument {name} has dtype {a.dtype}, the graph was traced with {node.dtype}")
         if a.shape != node.shape:
             raise ShapeError(f"{graph.name}: argument {name} has shape {a.shape}, the graph was traced with {node.shape}")
         if a.dtype != node.dtype:
@@ -81,6 +83,8 @@ def evaluate(graph: Graph, *args: Any) -> Any:
     Raises:
         ShapeError, DTypeError: arguments that do not match the traced signature.
     """
+    if not isinstance(graph, Graph):
+        raise SymgraphError(f"evaluate: expected a Graph (from sg.trace), got {type(graph).__name__}")
     vals = check_arguments(graph, args)
     env: dict[Node, Any] = dict(zip(graph.inputs, vals))
     outs = evaluate_flat(graph.outputs, schedule(graph), env)

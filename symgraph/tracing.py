@@ -50,7 +50,7 @@ def leaf_spec(x: Any, pos: str) -> tuple[tuple, np.dtype]:
     if isinstance(x, (np.ndarray, np.generic)):
         if x.dtype == object or x.dtype.kind not in "biuf":
             raise DTypeError(f"argument {pos} has dtype {x.dtype}; symgraph traces bool, integer and float arrays")
-        return tuple(x.shape), x.dtype
+        return tuple(x.shape), x.dtype.newbyteorder("=")  # byte-swapped arrays trace as native dtypes
     if isinstance(x, (list, tuple)):
         raise DTypeError(f"argument {pos} is a {type(x).__name__}; pass np.asarray(...) for arrays")
     raise DTypeError(f"argument {pos} has type {type(x).__name__}; symgraph traces arrays and numbers "
@@ -100,6 +100,8 @@ def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
             (Python `if` on a traced value, float(), ...).
         UnsupportedOpError: for NumPy functions without a rule.
     """
+    if not callable(f):
+        raise SymgraphError(f"trace: expected a callable, got {type(f).__name__}")
     leaves, in_tree = flatten_args(example_args)
     names = _arg_names(f, len(example_args))
     counts = [len(tree_flatten(a)[0]) for a in example_args]
@@ -197,6 +199,21 @@ def _setitem(self: Node, idx: Any, value: Any) -> None:
 
 
 Node.__setitem__ = _setitem  # type: ignore[method-assign]
+Node.item = _conversion_error(".item()", "Keep the value in the graph, or return it from the function and convert the result.")  # type: ignore[attr-defined]
+Node.tolist = _conversion_error(".tolist()", "Keep the value in the graph, or return it from the function and convert the result.")  # type: ignore[attr-defined]
+
+
+def _inplace_method(name: str) -> Callable:
+    def fn(self: Node, *a: Any, **k: Any) -> None:
+        raise TracerConversionError(
+            f"x.{name}(...) modifies a traced value (shape {self.shape}) in place, which tracing does not support: "
+            f"traced values are immutable. Use a functional form (x = ... or x.at[idx].set(v)).")
+
+    return fn
+
+
+for _m in ("sort", "fill", "put", "resize", "itemset", "partition", "setfield"):
+    setattr(Node, _m, _inplace_method(_m))
 
 
 def _len(self: Node) -> int:
@@ -286,6 +303,14 @@ def _array_function(self: Node, func: Any, types: Any, args: Any, kwargs: Any) -
         mod = "np" if mod.startswith("numpy") and "linalg" not in mod else mod.replace("numpy", "np")
         raise UnsupportedOpError(f"{mod}.{func.__name__} has no rule in symgraph; "
                                  f"write it with supported operations (see symgraph.numpy)")
+    if kwargs:
+        try:
+            inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError:
+            raise UnsupportedOpError(f"np.{func.__name__}: keyword arguments {sorted(kwargs)} are not supported "
+                                     f"on traced values") from None
+        except ValueError:  # no signature available
+            pass
     return fn(*args, **kwargs)
 
 

@@ -626,3 +626,11 @@ def test_fallback_without_vmath(monkeypatch):
     check(_unary_all, x, ulps=4)
     check(_unary_all, y, ulps=4)
     check(lambda a, b: a ** b, np.abs(x[20:40]), x[40:60], ulps=4)
+
+
+def test_concatenate_written_by_several_kernels_keeps_its_arena_slot():
+    # prod's gradient builds concatenates whose pieces land in different kernels; the buffer must live
+    # from the first piece written, not only from the last (found by tests/test_fuzz.py)
+    x = np.array([0.54784675, -0.92085314, -1.8361059])
+    u = np.array([0.00123015])
+    check(sg.value_and_grad(lambda x: snp.sum(np.prod(x, axis=None, keepdims=True) * u) + 0.0), x, rtol=1e-13)

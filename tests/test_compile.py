@@ -274,3 +274,24 @@ def test_dump_stages_are_written(tmp_path, monkeypatch):
     for stage in ("traced", "simplified", "scheduled", "fused", "lowered"):
         assert stage in names, (stage, names)
     assert any(p.suffix == ".ll" for p in tmp_path.iterdir()) and any(p.suffix == ".s" for p in tmp_path.iterdir())
+
+
+def test_llvm_fast_call_path_is_taken():
+    # the generated per-signature caller must accept exactly matching arguments (not fall back every call)
+    from symgraph.compile import MISS
+
+    cf = compile(lambda p, x, s: (p["w"] * x + s, x.sum()))
+    args = ({"w": np.ones((3, 4))}, np.arange(4.0), 2.0)
+    cf(*args)
+    fast = cf._last.fast
+    assert fast is not None
+    for a in (args, ({"w": np.zeros((3, 4))}, np.ones(4), np.float64(1.0)), ({"w": np.ones((3, 4))}, np.ones(4),
+                                                                              np.array(3.0))):
+        r = fast(a)
+        assert r is not MISS
+        np.testing.assert_array_equal(r[0], a[0]["w"] * a[1] + float(a[2]))
+    # wrong shapes, dtypes, layouts and structures are refused by the fast path (the checked path handles them)
+    for bad in (({"w": np.ones((3, 5))}, np.ones(4), 1.0), ({"w": np.ones((3, 4), np.float32)}, np.ones(4), 1.0),
+                ({"w": np.ones((4, 3)).T}, np.ones(4), 1.0), ({"v": np.ones((3, 4))}, np.ones(4), 1.0),
+                ([np.ones((3, 4))], np.ones(4), 1.0), ({"w": np.ones((3, 4))}, np.ones(4))):
+        assert fast(bad) is MISS
