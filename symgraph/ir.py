@@ -228,6 +228,9 @@ class Builder:
         """A new builder; with `share`, one that interns into `share`'s table (same identities)."""
         self._table: dict[tuple, Node] = {} if share is None else share._table
         self._lock = threading.Lock() if share is None else share._lock
+        #: A per-builder cache for layers above the IR (hashable key -> node);
+        #: entries must be nodes this builder would intern to anyway.
+        self.memo: dict[Any, Node] = {}
 
     @staticmethod
     def key(node: Node) -> tuple:

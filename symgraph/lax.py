@@ -10,6 +10,7 @@ NumPy implementation runs directly (eager mode, also constant folding).
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any, Sequence
 
@@ -155,11 +156,33 @@ def unary(name: str, x: Any, float_op: bool = True) -> Any:
     return bind(name, x)
 
 
+def _splat(b: Any, v: float, dtype: np.dtype, shape: tuple) -> Node:
+    """The node `broadcast_to(constant(v, dtype), shape)`, memoized per builder.
+
+    The key keeps the sign of zero (so 0.0 and -0.0 stay distinct); NaN never
+    hits the memo (NaN != NaN) and takes the general path, which interns it.
+    """
+    key = ("splat", dtype, shape, v, math.copysign(1.0, v))
+    node = b.memo.get(key)
+    if node is None:
+        node = broadcast_to(constant(np.asarray(v, dtype=dtype)), shape)
+        b.memo[key] = node
+    return node
+
+
 def binary(name: str, x: Any, y: Any, float_op: bool = False) -> Any:
     """Apply a binary elementwise primitive with NumPy promotion and broadcasting."""
-    if type(x) is Node and type(y) is Node and x.shape == y.shape and x.dtype == y.dtype \
+    tx, ty = type(x), type(y)
+    if tx is Node and ty is Node and x.shape == y.shape and x.dtype == y.dtype \
             and (not float_op or x.dtype.kind == "f"):
         return current_builder().make(OPS[name], (x, y))  # fast path: nothing to make explicit
+    # fast path: a float node with a Python number (weakly typed: the node's dtype wins)
+    if tx is Node and (ty is float or ty is int) and x.dtype.kind == "f" and y == y:
+        b = current_builder()
+        return b.make(OPS[name], (x, _splat(b, y, x.dtype, x.shape)))
+    if ty is Node and (tx is float or tx is int) and y.dtype.kind == "f" and x == x:
+        b = current_builder()
+        return b.make(OPS[name], (_splat(b, x, y.dtype, y.shape), y))
     dtype = result_dtype(x, y)
     if float_op and dtype.kind in "biu":
         dtype = np.dtype(np.float64)
@@ -289,7 +312,7 @@ def matmul(a: Any, b: Any) -> Any:
         # (..., m, k) @ (k, n): fold the leading dims into rows, so the weight is
         # not broadcast over the batch (its gradient is then one matmul, not a
         # batch of weight-sized products summed afterwards)
-        out = bind("matmul", reshape(a, (-1, sa[-1])), b)
+        out = bind("matmul", reshape(a, (int(np.prod(sa[:-1], dtype=np.int64)), sa[-1])), b)  # no -1: k may be 0
         out = reshape(out, sa[:-1] + (sb[-1],))
         return reshape(out, sa[:-1]) if vb else out
     if sa[-1] != sb[-2]:
