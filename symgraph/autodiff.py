@@ -149,6 +149,24 @@ def _accumulate(prev: Node | None, c: Node) -> Node:
     return L.add(prev, c)
 
 
+def _carry_mask(op: Any, n: Node, ct: Node, mask: tuple[Node, Node, bool]) -> tuple:
+    """The VJP of a linear layout/reduction op on a guarded cotangent, keeping a guard.
+
+    The op's VJP maps the 0/1 indicator of the unmasked positions to a
+    non-negative array that is zero exactly where every contribution is
+    masked; the input cotangent is then where(that > 0, vjp(ct), 0), which
+    equals vjp(ct), so elementwise ops further up still see a guard (a NaN
+    derivative in an untaken branch stays out of the gradient).
+    """
+    c, _, polarity = mask
+    active = c if polarity else L.unary("logical_not", c, float_op=False)
+    ind = L.cast(active, ct.dtype)
+    outs = op.vjp(ct, n)
+    inds = op.vjp(ind, n)
+    return tuple(None if o is None or m is None else L.where(L.binary("gt", m, 0.0), o, 0.0)
+                 for o, m in zip(outs, inds))
+
+
 def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: Sequence[Node]) -> list[Node | None]:
     """Reverse mode on nodes of the current builder.
 
@@ -193,10 +211,14 @@ def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: S
             mask = None
             if op.kind == "elementwise" and op.name not in _SELECT_OPS:
                 mask = _mask_of(ct)
-            if mask is not None and mask[0].shape == n.shape:
+            elif op.linear and op.kind in ("layout", "reduction"):
+                mask = _mask_of(ct)
+                if mask is not None:
+                    in_cts = _carry_mask(op, n, ct, mask)
+            if mask is not None and op.kind == "elementwise" and mask[0].shape == n.shape:
                 # guarded branch: apply the rule to g, then mask (0 instead of 0 * inf)
                 in_cts = tuple(None if c is None else _masked(mask[0], c, mask[2]) for c in op.vjp(mask[1], n))
-            else:
+            elif mask is None or op.kind == "elementwise":
                 in_cts = op.vjp(ct, n)
             for x, c in zip(n.inputs, in_cts):
                 if c is None or x not in dep:

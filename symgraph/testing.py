@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import SymgraphError
+from .errors import DTypeError, SymgraphError
 from .tree import tree_flatten, tree_map
 
 __all__ = ["check_grads", "check_vjp_jvp", "numerical_jvp", "GradientCheckError"]
@@ -74,7 +74,14 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 1, modes: Sequenc
     """
     from .transforms import jvp, vjp
 
+    from .tracing import leaf_spec
+
     args = tuple(args)
+    for i, leaf in enumerate(tree_flatten(args)[0]):
+        _, dt = leaf_spec(leaf, f"{i}")  # DTypeError for strings, objects, dates, ...
+        if dt.kind != "f":
+            raise DTypeError(f"check_grads: argument leaf {i} has dtype {dt}; derivatives are checked at float "
+                             f"arguments (float32 or float64)")
     dtype = np.result_type(*[np.asarray(x).dtype for x in tree_flatten(args)[0]]) if tree_flatten(args)[0] else np.float64
     low = dtype == np.float32
     eps = eps if eps is not None else (1e-3 if low else 1e-6)

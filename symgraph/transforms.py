@@ -43,8 +43,14 @@ def _any_traced(tree: Any) -> bool:
 
 
 def _normalize_argnums(argnums: int | Sequence[int], nargs: int, fname: str) -> tuple[tuple[int, ...], bool]:
-    single = isinstance(argnums, (int, np.integer))
-    nums = (int(argnums),) if single else tuple(int(a) for a in argnums)
+    single = isinstance(argnums, (int, np.integer)) and not isinstance(argnums, (bool, np.bool_))
+    try:
+        nums = (int(argnums),) if single else tuple(argnums)
+    except TypeError:
+        nums = (argnums,)
+    if not nums or not all(isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) for a in nums):
+        raise SymgraphError(f"{fname}: argnums must be an int or a non-empty tuple of ints, got {argnums!r}")
+    nums = tuple(int(a) for a in nums)
     for a in nums:
         if not -nargs <= a < nargs:
             raise SymgraphError(f"{fname}: argnums {a} is out of range for {nargs} positional arguments")

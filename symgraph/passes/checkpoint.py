@@ -234,6 +234,8 @@ def checkpoint(fn: Callable | None = None, policy: Callable[[Node], bool] | None
     """
     if fn is None:
         return functools.partial(checkpoint, policy=policy, prevent_cse=prevent_cse)
+    if not callable(fn):
+        raise SymgraphError(f"checkpoint: expected a function to wrap, got {type(fn).__name__}")
     pol = nothing_saveable if policy is None else policy
     if not callable(pol):
         raise SymgraphError(f"checkpoint: policy must be a predicate node -> bool, got {pol!r}")
@@ -1089,6 +1091,9 @@ def apply_checkpoint(graph: Graph, strategy: Any = None) -> Graph:
         Chen et al. 2016 (arXiv:1604.06174); Griewank & Walther 2000 (ACM TOMS
         alg. 799); PyTorch's min-cut rematerialization partitioner.
     """
+    if not isinstance(graph, Graph):
+        raise SymgraphError(f"apply_checkpoint: expected a Graph (from sg.trace), got {type(graph).__name__}")
+    _check_strategy(strategy)
     g, marks = _strip_markers(graph)
     a = _analyze(g, marks)
     if not any(c in ("B", "R") for c in a.cls.values()):
@@ -1123,6 +1128,22 @@ def apply_checkpoint(graph: Graph, strategy: Any = None) -> Graph:
     out = rematerialize(a, plan)
     _INFO[out] = _Info(str(strategy), plan, results)
     return out
+
+
+def _check_strategy(s: Any) -> None:
+    """Reject unknown strategies up front (also on graphs with nothing to checkpoint).
+
+    Raises:
+        SymgraphError: naming the strategy and the accepted forms.
+    """
+    ok = (s is None or callable(s) or isinstance(s, Revolve)
+          or (isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)))
+          or (isinstance(s, str) and s.lower() in ("none", "sqrt", "revolve", "mincut"))
+          or (isinstance(s, tuple) and len(s) == 2 and s[0] in ("sqrt", "revolve")
+              and isinstance(s[1], (int, np.integer))))
+    if not ok:
+        raise SymgraphError(f"checkpoint: unknown strategy {s!r}; use None, 'none', 'sqrt', ('sqrt', k), 'revolve', "
+                            f"Revolve(snapshots=s), 'mincut', a byte budget (int) or a policy predicate")
 
 
 def _fallback(a: _Analysis, what: str) -> Plan:

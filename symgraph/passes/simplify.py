@@ -1399,6 +1399,10 @@ def simplify(graph: Graph, *, reassociate: bool = True, assume_finite: bool = Fa
         Rules after PyTensor's canonicalize/specialize (single-client rule),
         fixed-point rewriting after tinygrad's graph_rewrite; Horner's scheme.
     """
+    if not isinstance(graph, Graph):
+        from ..errors import SymgraphError
+
+        raise SymgraphError(f"simplify: expected a Graph (from sg.trace), got {type(graph).__name__}")
     t0 = time.perf_counter()
     opts = SimplifyOptions(reassociate=reassociate, assume_finite=assume_finite, fold_limit=fold_limit)
     pb = _PassBuilder(builder)
