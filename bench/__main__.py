@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.threads:
         n = str(args.threads)
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
+                    "SYMGRAPH_NUM_THREADS", "SYMGRAPH_BLAS_THREADS"):
             os.environ[var] = n
         if args.threads == 1:
             os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +

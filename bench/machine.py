@@ -81,7 +81,8 @@ def machine_info() -> dict[str, Any]:
     except AttributeError:
         affinity = os.cpu_count()
     env_keys = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
-                "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "XLA_FLAGS", "JAX_PLATFORMS")
+                "SYMGRAPH_NUM_THREADS", "SYMGRAPH_BLAS_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "XLA_FLAGS",
+                "JAX_PLATFORMS")
     return {
         "cpu": model,
         "simd": simd,

@@ -129,18 +129,16 @@ def _finish(stepper, p0, x, y, batches, to_np=lambda p: p):
 
 
 def sys_symgraph(backend):
-    """``sg.compile(sg.value_and_grad(loss))`` plus the SGD update in NumPy (the API's training step)."""
+    """The whole training step (forward, backward, SGD update) compiled as one graph by ``sg.compile``."""
     def prepare(p0, x, y, batches):
         sg, snp = import_symgraph()
         lr = np.float32(LR)
 
         def build():
-            cf = sg.compile(sg.value_and_grad(lambda p, x, y: loss_fn(p, x, y, snp)), backend=backend)
-
-            def stepper(p, xb, yb):
-                loss, g = cf(p, xb, yb)
+            def step(p, x, y):
+                loss, g = sg.value_and_grad(lambda p: loss_fn(p, x, y, snp))(p)
                 return loss, {k: p[k] - lr * g[k] for k in KEYS}
-            return _finish(stepper, p0, x, y, batches)
+            return _finish(sg.compile(step, backend=backend), p0, x, y, batches)
         return build
     return prepare
 

@@ -289,17 +289,28 @@ def setup(system: str, ckpt: bool, cfg: dict, data: dict | None = None) -> dict:
             return loss, g
         return {"step": step, "hold": (p, x, y, masks), "check": check}
     if system == "symgraph":
+        # the whole step (loss, gradients, AdamW) is one compiled graph; parameters and moments are donated
         import symgraph as sg
         import symgraph.numpy as snp
-        opt = NumpyAdamW(p)
         wrap = sg.checkpoint if ckpt else None
-        cf = sg.compile(sg.value_and_grad(lambda p, x, y, masks: loss_fn(snp, p, x, y, masks, cfg, mask, wrap)))
+        vg = sg.value_and_grad(lambda p, x, y, masks: loss_fn(snp, p, x, y, masks, cfg, mask, wrap))
+
+        def sstep(p, m, v, t, x, y, masks):
+            loss, g = vg(p, x, y, masks)
+            t = t + np.float32(1)
+            m = {k: BETA1 * m[k] + (1 - BETA1) * g[k] for k in p}
+            v = {k: BETA2 * v[k] + (1 - BETA2) * g[k] * g[k] for k in p}
+            c1, c2 = 1 - BETA1 ** t, 1 - BETA2 ** t
+            p = {k: p[k] * np.float32(1 - LR * WD) - (LR / c1) * m[k] / (snp.sqrt(v[k] / c2) + EPS) for k in p}
+            return p, m, v, t, loss, g  # outputs pair with donated leaves in order: p, m, v update in place
+        cf = sg.compile(sstep, donate_argnums=(0, 1, 2))
+        st = {"p": p, "m": {k: np.zeros_like(a) for k, a in p.items()},
+              "v": {k: np.zeros_like(a) for k, a in p.items()}, "t": np.zeros((), np.float32)}
 
         def step():
-            loss, g = cf(p, x, y, masks)
-            opt.update(g)
+            st["p"], st["m"], st["v"], st["t"], loss, g = cf(st["p"], st["m"], st["v"], st["t"], x, y, masks)
             return loss, g
-        return {"step": step, "hold": (p, x, y, masks), "check": check,
+        return {"step": step, "hold": (st, x, y, masks), "check": check,
                 "planned_peak": lambda: cf.stats.get("peak_bytes")}
     if system == "autograd":
         import autograd

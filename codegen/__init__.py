@@ -19,7 +19,7 @@ __all__ = ["compile_graph"]
 
 
 def compile_graph(graph: Any, order: list | None = None, donate: frozenset = frozenset(), name: str = "f",
-                  nthreads: int | None = None) -> Any:
+                  nthreads: int | None = None, profile: bool | None = None) -> Any:
     """Compile an optimized, scheduled graph to native code.
 
     Args:
@@ -29,6 +29,8 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
             of the same shape and dtype (updated in place).
         name: label for the module and dumps.
         nthreads: threads for large kernels (default: SYMGRAPH_NUM_THREADS or the usable CPUs).
+        profile: time every kernel (default: the SYMGRAPH_PROFILE environment
+            variable); read the figures with `Executable.profile()`.
 
     Returns:
         A `codegen.runtime.Executable` (`run(leaves)`, `fast(args)`, `stats`,
@@ -53,7 +55,9 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     _dump("fused", graph, kernels=[k.nodes for k in prog.kernels])
     bp = program.plan_buffers(prog)
     abi = runtime.call_abi()
-    mod, info = program.build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi)
+    if profile is None:
+        profile = os.environ.get("SYMGRAPH_PROFILE", "") not in ("", "0")
+    mod, info = program.build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile)
     text = program.module_text(mod, info["prefer_512"])
     fuse.release_session()  # the loop-body IR is not needed any more
     t_ir = time.perf_counter() - t0 - t_fuse
@@ -72,6 +76,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         "gemm_kernels": kinds.count("gemm"),
         "parallel_kernels": info["parallel"],
         "threads": info["threads"],
+        "blas_threads": info.get("blas_threads"),
         "materialized": sum(1 for n in prog.materialized if n.op.kind != "source"),
         "arena_bytes": bp.arena_bytes,
         "peak_bytes": bp.peak_bytes,
@@ -87,6 +92,8 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     in_specs = [(x.shape, x.dtype) for x in graph.inputs]
     exe = runtime.Executable(graph, jitted, in_specs, bp.out_buffers, bp.out_plan, bp.arena_bytes, bp.consts,
                              prog.donated, stats, abi=abi)
+    if profile:
+        exe.set_profile([(kind, [t.node for t in k.tasks]) for kind, k in zip(kinds, prog.kernels)])
     if os.environ.get("SYMGRAPH_DUMP"):
         _dump("lowered", graph, llvm_ir=exe.llvm_ir(), asm=exe.asm())
     return exe

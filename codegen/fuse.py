@@ -29,7 +29,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from symgraph.errors import ShapeError, UnsupportedOpError
-from symgraph.ir import Graph, Node
+from symgraph.ir import Graph, Node, meta
 
 __all__ = ["IDENTITY_OPS", "Aff", "Expr", "Task", "Kernel", "Program", "partition", "VIEW_OPS", "TRANSCENDENTALS"]
 
@@ -146,6 +146,35 @@ def aff_divmod(a: Aff, d: int) -> tuple[Aff, Aff]:
             Aff.of(Expr.make("_imod", (idx,), (d,), np.dtype(np.int64), rng=(0, min(d - 1, amax)))))
 
 
+def fold_divmod(a: Aff) -> Aff:
+    """Rewrite c·d·(x // d) + c·(x % d) as c·x (x >= 0), e.g. in the offset of a reshape that merges axes.
+
+    The flat offset of a reshaped operand read through a transposed view
+    ((b, t, d) -> (b·t, d), then .T) is 128·(j // 8) + 16·(j % 8) = 16·j:
+    folded, the operand is an affine view (a BLAS operand without a copy)
+    and the same value gives the same BLAS call however it was produced.
+    (Added for checkpointing, issue 6: a recomputed reshape must be read
+    like the forward one.)
+    """
+    pairs: dict[tuple, list] = {}  # (operand uid, d) -> [div atom, div coeff, mod atom, mod coeff]
+    for x, c in a.terms:
+        if x.op in ("_idiv", "_imod"):
+            p = pairs.setdefault((x.args[0].uid, x.attrs[0]), [None, 0, None, 0])
+            if x.op == "_idiv":
+                p[0], p[1] = x, c
+            else:
+                p[2], p[3] = x, c
+    for (_, d), (xd, cd, xm, cm) in pairs.items():
+        if xd is None or xm is None or cd != cm * d:
+            continue
+        inner = xd.args[0]
+        base = inner.args[0] if inner.op == "index" else Aff.of(inner)
+        if base.range()[0] < 0:
+            continue
+        a = Aff([(x, c) for x, c in a.terms if x is not xd and x is not xm], a.const) + base.scale(cm)
+    return a
+
+
 # ----- the loop-body IR -----
 
 
@@ -249,6 +278,8 @@ class Task:
     offset: Aff | None = None        # where it goes in the node's buffer
     red_op: str = ""                 # sum/max/min/prod/argmax
     piece: int = 0                   # concatenate piece number
+    pieced: bool = False             # one of several tasks each writing a part of the node (concatenate, pads)
+    late: bool = False               # join only the latest kernel (a buffer written just before its use)
     gemm: dict | None = None         # views of the operands (gemm)
     _exprs: list | None = None
 
@@ -325,6 +356,15 @@ def uniform_const(node: Node) -> Any:
     return None
 
 
+def _uniform_scalar(node: Node) -> Any:
+    """The value of a constant node (possibly broadcast) whose elements are all equal, else None."""
+    while node.op.name in ("broadcast_to", "reshape", "expand_dims", "squeeze"):
+        node = node.inputs[0]
+    if node.op.name != "constant":
+        return None
+    return uniform_const(node)
+
+
 def _cost_of_op(name: str) -> int:
     if name in TRANSCENDENTALS:
         return _EXPENSIVE
@@ -399,7 +439,7 @@ class _Builder:
         off = Aff()
         for a, s in zip(idx, c_strides(n.shape)):
             off = off + a.scale(s)
-        return Expr.make("load", (off,), (n,), n.dtype)
+        return Expr.make("load", (fold_divmod(off),), (n,), n.dtype)
 
     def _compute_gen(self, n: Node, idx: tuple[Aff, ...]) -> Any:
         name = n.op.name
@@ -523,6 +563,41 @@ def reshape_index(idx: tuple[Aff, ...], out_shape: tuple, in_shape: tuple) -> tu
     return tuple(reversed(res))
 
 
+def merge_groups(fine: tuple, coarse: tuple) -> list[int] | None:
+    """How many consecutive axes of `fine` make each axis of `coarse`, when a reshape only merges axes.
+
+    Axes of extent 1 may be dropped or added anywhere. None when the reshape splits an axis, when
+    it only adds or drops unit axes (nothing to gain), or when a size is zero.
+    """
+    if 0 in fine or 0 in coarse:
+        return None
+    if tuple(d for d in fine if d != 1) == tuple(d for d in coarse if d != 1):
+        return None
+    counts = []
+    i = 0
+    for d in coarse:
+        acc = 1
+        c = 0
+        while i < len(fine) and acc < d:
+            acc *= fine[i]
+            i += 1
+            c += 1
+        if acc != d:
+            return None
+        counts.append(c)
+    if any(x != 1 for x in fine[i:]):
+        return None
+    return counts
+
+
+def merge_index(idx: tuple[Aff, ...], fine: tuple, coarse: tuple) -> tuple[Aff, ...]:
+    """Index into `coarse` of the element at index idx of `fine` (same row-major position; merge-only)."""
+    flat = Aff()
+    for a, st in zip(idx, c_strides(fine)):
+        flat = flat + a.scale(st)
+    return reshape_index((flat,), (int(np.prod(fine, dtype=np.int64)),), coarse)
+
+
 def domain_vars(domain: tuple[int, ...]) -> tuple[Aff, ...]:
     """Symbolic index of a loop domain: one loop variable per axis of extent > 1."""
     return tuple(Aff.of(Expr.var(i, d)) if d > 1 else Aff() for i, d in enumerate(domain))
@@ -603,11 +678,124 @@ class _Partitioner:
             for x in n.inputs:
                 self.readers[x].append(n)
         self.outputs = set(graph.outputs)
+        self._pad_memo: dict = {}
+        self.acc_plans: dict[Node, tuple[list, list]] = {}
+        self.absorbed: set[Node] = set()
+        if blas:
+            self.plan_accumulation()
+        # Values recomputed by checkpointing (issue 6): `group` never hoists them
+        # into an earlier kernel (see there).
+        self.recomputed = {n for n in order if meta(n).role == "recomputed"}
 
     # -- which nodes get buffers --
 
+    # -- gemm epilogues: linear combinations of products accumulate in the BLAS call --
+
+    def _linear_scale(self, n: Node) -> tuple[Node, float] | None:
+        """(x, c) when n = c * x with c a uniform constant (a multiplication by a scalar), else None."""
+        if n.op.name != "mul":
+            return None
+        for i in (0, 1):
+            c = _uniform_scalar(n.inputs[i])
+            if c is not None and n.inputs[1 - i].shape == n.shape:
+                return n.inputs[1 - i], float(c)
+        return None
+
+    def _is_inner(self, n: Node) -> bool:
+        """Whether n may be folded into the linear combination of its single reader."""
+        return (n not in self.outputs and len(self.readers.get(n, ())) == 1
+                and n.op.kind == "elementwise" and n.dtype.kind == "f")
+
+    def plan_accumulation(self) -> None:
+        """Find sums like W - lr * (A @ B) or A @ B + C @ D + x whose products can accumulate in place.
+
+        For each such root r (a float add/sub/neg/scalar-mul tree over products of r's shape and
+        dtype, each product read only by the tree), r's buffer is first written with the
+        remaining terms (a loop) and every product then adds into it: gemm with alpha = its
+        coefficient and beta = 1. The products need no buffers of their own and the sum no
+        extra pass. Roots that are outputs are skipped when buffers are donated (a donated
+        output is written by one in-place loop).
+        """
+        lin = ("add", "sub", "neg", "mul")
+        for m in self.order:
+            if m.op.name != "matmul" or m.dtype not in (np.float32, np.float64) or m in self.absorbed:
+                continue
+            if m in self.outputs or len(self.readers.get(m, ())) != 1:
+                continue
+            cur = m
+            while True:
+                rs = self.readers.get(cur, ())
+                if len(rs) != 1 or cur in self.outputs and cur is not m:
+                    break
+                r = rs[0]
+                if r.op.name not in lin or r.shape != m.shape or r.dtype != m.dtype:
+                    break
+                if r.op.name == "mul" and self._linear_scale(r) is None:
+                    break
+                if cur is not m and not self._is_inner(cur):
+                    break
+                cur = r
+                if not self._is_inner(cur):
+                    break
+            root = cur
+            if root is m or root in self.acc_plans:
+                continue
+            if root in self.outputs and self.donate:
+                continue
+            terms = self._linear_terms(root)
+            if terms is None:
+                continue
+            gemms = [(c, x) for c, x in terms if x.op.name == "matmul" and x.shape == root.shape
+                     and x.dtype == root.dtype and x not in self.outputs and len(self.readers.get(x, ())) == 1]
+            if not gemms:
+                continue
+            gset = {x for _, x in gemms}
+            rest = [(c, x) for c, x in terms if x not in gset]
+            if rest and root not in self.outputs and not any(r.op.name == "matmul" for r in self.readers[root]):
+                # x @ W + b read by a loop: fused into that loop it costs no pass; stored first and
+                # accumulated it would cost one. Only sums that get a buffer anyway (outputs, gemm
+                # operands) or that are sums of products alone are worth accumulating.
+                continue
+            self.acc_plans[root] = (rest, gemms)
+            self.absorbed |= gset
+
+    def _linear_terms(self, root: Node) -> list | None:
+        """root as [(coefficient, leaf)]: descends through folded add/sub/neg/scalar-mul nodes."""
+        out: list = []
+        stack = [(root, 1.0)]
+        seen = 0
+        while stack:
+            n, c = stack.pop()
+            seen += 1
+            if seen > 64:
+                return None
+            if n is not root and not self._is_inner(n) or n.op.name not in ("add", "sub", "neg", "mul") \
+                    or n.shape != root.shape or n.dtype != root.dtype:
+                out.append((c, n))
+                continue
+            name = n.op.name
+            if name == "add":
+                stack.append((n.inputs[0], c))
+                stack.append((n.inputs[1], c))
+            elif name == "sub":
+                stack.append((n.inputs[0], c))
+                stack.append((n.inputs[1], -c))
+            elif name == "neg":
+                stack.append((n.inputs[0], -c))
+            else:
+                sc = self._linear_scale(n)
+                if sc is None:
+                    out.append((c, n))
+                else:
+                    stack.append((sc[0], c * sc[1]))
+        # a leaf reached twice (x + x) keeps both entries; products must appear once
+        mm = [x for _, x in out if x.op.name == "matmul"]
+        if len(mm) != len(set(mm)):
+            return None
+        return out
+
     def forced(self) -> set:
-        M = set()
+        M = set(self.acc_plans)
         for o in self.graph.outputs:
             if o.op.kind != "source":
                 M.add(o)
@@ -615,7 +803,8 @@ class _Partitioner:
             name = n.op.name
             kind = n.op.kind
             if kind in ("reduction", "contraction") or name in ("concatenate", "scatter_add"):
-                M.add(n)
+                if n not in self.absorbed:
+                    M.add(n)
             elif kind == "opaque" and n.op.extra.get("identity_of_input") is None:
                 raise UnsupportedOpError(f"codegen: op {name!r} has no native lowering; use backend='numpy'")
             elif kind == "layout" and name not in VIEW_OPS and name not in ("unslice", "gather"):
@@ -658,6 +847,7 @@ class _Partitioner:
         consts: dict = {}
         while True:  # M only grows (bounded by the graph), so this terminates
             _session.table = {}
+            self._pad_memo = {}
             b = _Builder(M, consts)
             changed = False
             # matmul operands must be BLAS views of buffers
@@ -714,6 +904,28 @@ class _Partitioner:
             if n not in M or n.op.kind == "source":
                 continue
             name = n.op.name
+            if n in self.acc_plans:
+                rest, gemms = self.acc_plans[n]
+                beta = 0.0
+                if rest:
+                    idx = domain_vars(n.shape)
+                    v = None
+                    for c, x in rest:
+                        e = b.value(x, idx)
+                        if c == -1.0:
+                            e = Expr.make("neg", (e,), (), n.dtype)
+                        elif c != 1.0:
+                            e = Expr.make("mul", (Expr.const(c, n.dtype), e), (), n.dtype)
+                        v = e if v is None else Expr.make("add", (v, e), (), n.dtype)
+                    tasks.append(Task("store", n, n.shape, frozenset(), v, _offset(n, idx), pieced=True, late=True))
+                    beta = 1.0
+                for c, m in gemms:
+                    va, vb = self.gemm_view(b, m.inputs[0]), self.gemm_view(b, m.inputs[1])
+                    assert va is not None and vb is not None
+                    tasks.append(Task("gemm", n, n.shape, gemm={"a": va, "b": vb, "mm": m, "alpha": c,
+                                                                "beta": beta}))
+                    beta = 1.0
+                continue
             if n.op.kind == "reduction":
                 x = n.inputs[0]
                 axes = frozenset(n.attr("axes") if name != "argmax" else (n.attr("axis"),))
@@ -751,11 +963,34 @@ class _Partitioner:
                 off = 0
                 for pi, x in enumerate(n.inputs):
                     if x.size:
-                        idx = domain_vars(x.shape)
-                        oidx = tuple(a + off if j == axis else a for j, a in enumerate(idx))
-                        tasks.append(Task("store", n, x.shape, frozenset(), b.value(x, idx), _offset(n, oidx),
-                                          piece=pi))
+                        tasks.append(self.piece_task(b, n, x, axis, off, pi, M))
                     off += x.shape[axis]
+            elif self.pad_pieces(n, M) is not None:
+                # a sum of zero-padded blocks along one axis (the transpose of slicing): one store per
+                # block and zeros in the gaps, instead of index tests and gathers at every element
+                axis, pieces = self.pad_pieces(n, M)
+                pos = 0
+                pi = 0
+                for start, x in pieces + [(n.shape[axis], None)]:
+                    if start > pos:
+                        shape = tuple(start - pos if j == axis else d for j, d in enumerate(n.shape))
+                        idx = domain_vars(shape)
+                        oidx = tuple(a + pos if j == axis else a for j, a in enumerate(idx))
+                        tasks.append(Task("store", n, shape, frozenset(), Expr.const(0, n.dtype), _offset(n, oidx),
+                                          piece=pi, pieced=True))
+                        pi += 1
+                    if x is None:
+                        break
+                    tasks.append(self.piece_task(b, n, x, axis, start, pi, M))
+                    pi += 1
+                    pos = start + x.shape[axis]
+            elif name == "reshape" and n.inputs[0] not in M and n.inputs[0].op.kind != "source" \
+                    and merge_groups(n.inputs[0].shape, n.shape) is not None:
+                # a reshape that merges axes: loop over the operand's finer shape (same row-major
+                # offsets), so reading a transposed operand needs no div/mod of merged indices
+                x = n.inputs[0]
+                idx = domain_vars(x.shape)
+                tasks.append(Task("store", n, x.shape, frozenset(), b.value(x, idx), _offset(x, idx)))
             elif name == "scatter_add":
                 u, ind = n.inputs
                 axis = n.attr("axis")
@@ -770,6 +1005,64 @@ class _Partitioner:
                 idx = domain_vars(n.shape)
                 tasks.append(Task("store", n, n.shape, frozenset(), b.compute(n, idx), _offset(n, idx)))
         return tasks
+
+    def piece_task(self, b: _Builder, n: Node, x: Node, axis: int, start: int, pi: int, M: set) -> Task:
+        """Store x into the block of n starting at `start` along `axis` (loops over x's finer shape
+        when x is a fused reshape that merges axes)."""
+        y = x
+        while y.op.name == "reshape" and y.inputs[0] not in M and y.inputs[0].op.kind != "source" \
+                and merge_groups(y.inputs[0].shape, y.shape) is not None:
+            y = y.inputs[0]
+        idx = domain_vars(y.shape)
+        xidx = merge_index(idx, y.shape, x.shape) if y is not x else idx
+        oidx = tuple(a + start if j == axis else a for j, a in enumerate(xidx))
+        return Task("store", n, y.shape, frozenset(), b.value(y, idx), _offset(n, oidx), piece=pi, pieced=True)
+
+    def pad_pieces(self, n: Node, M: set) -> tuple[int, list] | None:
+        """(axis, [(start, block), ...]) when n is a sum of unit-step unslices of disjoint blocks along one axis.
+
+        The inner adds and the unslices must be fused values (not materialized) of n's shape and dtype.
+        """
+        memo = self._pad_memo
+        if n in memo:
+            return memo[n]
+        res = None
+        if n.op.name == "add" and n.dtype.kind == "f":
+            leaves: list = []
+            stack = [n]
+            ok = True
+            while stack and ok:
+                x = stack.pop()
+                if x.op.name == "add" and (x is n or (x not in M and x.op.kind == "elementwise")) \
+                        and x.shape == n.shape and x.dtype == n.dtype:
+                    stack.extend(x.inputs)
+                elif x.op.name == "unslice" and x is not n and x not in M and x.shape == n.shape:
+                    leaves.append(x)
+                else:
+                    ok = False
+            if ok and len(leaves) >= 2:
+                axis = None
+                pieces = []
+                for u in leaves:
+                    p = u.params
+                    bad = [j for j, (s0, e0, st) in enumerate(zip(p["starts"], p["stops"], p["steps"]))
+                           if not (st == 1 and s0 == 0 and e0 == n.shape[j])]
+                    if len(bad) != 1 or p["steps"][bad[0]] != 1 or (axis is not None and bad[0] != axis):
+                        ok = False
+                        break
+                    axis = bad[0]
+                    pieces.append((p["starts"][axis], u.inputs[0]))
+                if ok:
+                    pieces.sort(key=lambda t: t[0])
+                    end = 0
+                    for s0, x in pieces:
+                        if s0 < end or x.shape[axis] == 0:
+                            ok = False
+                        end = s0 + x.shape[axis]
+                    if ok and end <= n.shape[axis]:
+                        res = (axis, pieces)
+        memo[n] = res
+        return res
 
     def einsum_task(self, b: _Builder, n: Node) -> Task:
         from symgraph.ops.linalg import parse_einsum
@@ -856,7 +1149,10 @@ class _Partitioner:
 
     def task_reads(self, t: Task) -> set[Node]:
         if t.kind == "gemm":
-            return {t.gemm["a"]["base"], t.gemm["b"]["base"]}
+            reads = {t.gemm["a"]["base"], t.gemm["b"]["base"]}
+            if t.gemm.get("beta"):
+                reads.add(t.node)  # accumulates into its output
+            return reads
         return {e.attrs[0] for e in self.task_loads(t)}
 
     def group(self, tasks: list[Task], donated: dict[int, int]) -> tuple[list[Kernel], dict]:
@@ -873,6 +1169,7 @@ class _Partitioner:
         producer: dict[Node, int] = {}
         store_off: dict[tuple[int, Node], Aff] = {}
         first_late = None
+        frontier = 0  # the latest kernel any task joined so far
         for phase, group in ((0, normal), (1, late)):
             if phase == 1:
                 first_late = len(kernels)
@@ -883,6 +1180,14 @@ class _Partitioner:
                 for m in reads:
                     base = max(base, producer.get(m, -1))
                 start = max(base, 0) if phase == 0 else max(base, first_late)
+                if t.late:
+                    start = max(start, len(kernels) - 1)
+                if t.node in self.recomputed:
+                    # A recomputed value runs where the schedule put it (right before its
+                    # backward reader), never in an earlier kernel of the same shape: hoisted
+                    # into the forward sweep it would stay live across the backward sweep,
+                    # which is what checkpointing removed.
+                    start = max(start, frontier)
                 chosen = None
                 if t.kind in ("store", "reduce", "argmax"):
                     for ki in range(start, len(kernels)):
@@ -913,6 +1218,7 @@ class _Partitioner:
                     chosen = len(kernels) - 1
                 k = kernels[chosen]
                 k.tasks.append(t)
+                frontier = max(frontier, chosen)
                 if t.kind in ("reduce", "argmax"):
                     k.red_axes = t.red_axes
                 if t.node in producer and producer[t.node] != chosen:
@@ -921,7 +1227,7 @@ class _Partitioner:
                     store_off.pop((chosen, t.node), None)
                 else:
                     producer[t.node] = chosen
-                    if t.kind == "store" and t.node.op.name != "concatenate":
+                    if t.kind == "store" and not t.pieced:
                         store_off[(chosen, t.node)] = t.offset
         # concatenate: all pieces must run before readers; producer = last piece's kernel (kept above)
         return kernels, producer
@@ -963,7 +1269,36 @@ class _Partitioner:
         for n, ks in users.items():
             if len(ks) > 1 and cost_of[n] >= _EXPENSIVE and n.op.kind == "elementwise":
                 extra.add(n)
-        return extra - M
+        extra -= M
+        if len(extra) > 1:
+            # Materialize the transcendentals first: a cheap op is expensive here only because it
+            # contains a transcendental that is itself a candidate (1 + tanh(u) contains tanh(u));
+            # once that one has a buffer it is a cheap load, so the next round decides again. (Only
+            # transcendentals count, so a long chain of cheap candidates is not deferred one by one.)
+            below: dict[Expr, bool] = {}
+            deferred: set[Node] = set()
+            for k in kernels:
+                if k.kind != "loop":
+                    continue
+                for e in kernel_exprs(k):
+                    if e in below:
+                        continue
+                    n = b.expr_node.get(e)
+                    hit = False
+                    for a in e.args:
+                        if isinstance(a, Expr):
+                            an = b.expr_node.get(a)
+                            if below.get(a, False) or (an is not None and an is not n and an in extra
+                                                       and _cost_of_op(an.op.name) >= _EXPENSIVE):
+                                hit = True
+                                break
+                    below[e] = hit
+                    if hit and n in extra and _cost_of_op(n.op.name) < _EXPENSIVE:
+                        # cheap itself (1 + tanh(u)); a transcendental of a transcendental stays
+                        deferred.add(n)
+            if deferred and deferred != extra:
+                extra -= deferred
+        return extra
 
 
 def partition(graph: Graph, order: list[Node], donate: frozenset = frozenset(), blas: bool = True) -> Program:

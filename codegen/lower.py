@@ -842,7 +842,7 @@ class KernelEmitter:
         # values stored by this kernel, reused when another task reads them at the same index
         self.substitutes = {}
         for t in k.tasks:
-            if t.kind == "store" and t.node.op.name != "concatenate":
+            if t.kind == "store" and not t.pieced:
                 self.substitutes[(t.node, t.offset)] = t.value
         red_tasks = [t for t in k.tasks if t.kind in ("reduce", "argmax")]
         self.acc: dict[int, tuple] = {}
@@ -1016,13 +1016,18 @@ CBLAS_TRANS = 112
 def emit_gemm(cx: LoweringContext, task: Task, ptr_of: Callable[[Any], ir.Value], blas_names: dict) -> None:
     """Emit a (batched) matrix product as a loop of cblas_?gemm calls (ILP64 ints).
 
-    C[..., m, n] = A[..., m, k] @ B[..., k, n] with A and B strided views
-    (row-major, possibly transposed, with arbitrary batch strides); C is a
-    contiguous buffer.
+    C[..., m, n] = alpha A[..., m, k] @ B[..., k, n] + beta C with A and B
+    strided views (row-major, possibly transposed, with arbitrary batch
+    strides); C is a contiguous buffer. alpha and beta come from
+    `task.gemm` (default 1 and 0); beta = 1 accumulates a product into a sum
+    whose other terms were stored first (see `fuse._Partitioner.plan_accumulation`).
     """
     b = cx.builder
     node = task.node
-    a_in, b_in = node.inputs
+    mm = task.gemm.get("mm", node)
+    alpha = float(task.gemm.get("alpha", 1.0))
+    beta = float(task.gemm.get("beta", 0.0))
+    a_in, b_in = mm.inputs
     *batch, m, k = a_in.shape
     n = b_in.shape[-1]
     ty = ll_type(node.dtype)
@@ -1031,6 +1036,8 @@ def emit_gemm(cx: LoweringContext, task: Task, ptr_of: Callable[[Any], ir.Value]
     if m == 0 or n == 0:
         return
     if k == 0:
+        if beta:
+            return  # C += 0
         def zero(i: ir.Value) -> None:
             cx.builder.store(ir.Constant(ty, 0.0), cx.builder.gep(cptr, [i], inbounds=True, source_etype=mt))
 
@@ -1058,8 +1065,8 @@ def emit_gemm(cx: LoweringContext, task: Task, ptr_of: Callable[[Any], ir.Value]
         bb.call(fn, [ir.Constant(I32, CBLAS_ROW_MAJOR),
                      ir.Constant(I32, CBLAS_TRANS if va["trans"] else CBLAS_NO_TRANS),
                      ir.Constant(I32, CBLAS_TRANS if vb["trans"] else CBLAS_NO_TRANS),
-                     ir.Constant(I64, m), ir.Constant(I64, n), ir.Constant(I64, k), ir.Constant(ty, 1.0),
-                     pa, ir.Constant(I64, va["ld"]), pb, ir.Constant(I64, vb["ld"]), ir.Constant(ty, 0.0),
+                     ir.Constant(I64, m), ir.Constant(I64, n), ir.Constant(I64, k), ir.Constant(ty, alpha),
+                     pa, ir.Constant(I64, va["ld"]), pb, ir.Constant(I64, vb["ld"]), ir.Constant(ty, beta),
                      pc, ir.Constant(I64, n)])
 
     def nest(d: int, bidx: list[ir.Value]) -> None:

@@ -29,7 +29,12 @@ from .runtime import ARRAY_DATA_OFFSET, OBJECT_ABI, TUPLE_ITEMS_OFFSET
 __all__ = ["BufferPlan", "plan_buffers", "build_module", "num_threads"]
 
 PAR_MIN_ELEMENTS = 1 << 15
-PAR_MIN_WORK = 1 << 21
+# Estimated operations (loop body cost x trip count) above which a loop kernel is split across
+# threads. Each split starts threads and waits for the slowest; on a machine whose cores are
+# shared with other work a started thread may wait milliseconds for a core, so only kernels of
+# several milliseconds gain. Measured on a busy 2-core machine: with 2**21 the W6 training step
+# split 13 sub-millisecond kernels and took 2.5x longer than on one thread (135 vs 55 ms).
+PAR_MIN_WORK = 1 << 24
 RELEASE_GIL_WORK = 1 << 14  # estimated operations above which the entry releases the GIL
 
 
@@ -133,7 +138,7 @@ def _work(prog: Program) -> int:
     for k in prog.kernels:
         if k.kind == "gemm":
             for t in k.tasks:
-                a, b = t.node.inputs
+                a, b = t.gemm.get("mm", t.node).inputs if t.gemm else t.node.inputs
                 total += 2 * t.node.size * a.shape[-1]
         else:
             total += max(k.size, 1) * max(_kernel_cost(k), 1)
@@ -159,8 +164,12 @@ def _decide_parallel(k: Kernel, plan: L.LoopPlan, nthreads: int) -> None:
 
 
 def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "f",
-                 nthreads: int | None = None, abi: str = "ctypes") -> tuple[ir.Module, dict]:
+                 nthreads: int | None = None, abi: str = "ctypes", profile: bool = False) -> tuple[ir.Module, dict]:
     """Emit the LLVM module of a partitioned program.
+
+    Args:
+        profile: time every kernel (clock_gettime around each call) into the
+            global array `sg_profile` (nanoseconds per kernel, then the call count).
 
     Returns:
         (module, info): info has kernel kinds, parallel kernels, vector width preference.
@@ -217,6 +226,15 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     cx.builder = b
     cx.alloca_builder = ab
     cx.in_loop = False
+    blas_ctl = None
+    n_blas = 1
+    if blas and any(k.kind == "gemm" for k in prog.kernels):
+        from .runtime import blas_thread_control, blas_threads
+
+        blas_ctl = blas_thread_control()
+        n_blas = blas_threads()
+        if blas_ctl is not None:
+            b.call(cx.function(blas_ctl[0], L.VOID, [L.I32]), [ir.Constant(L.I32, n_blas)])
 
     def item(tup: ir.Value, k: int) -> ir.Value:
         if OBJECT_ABI:
@@ -248,16 +266,39 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         ptr_of_ref(r)
 
     pthread_create = pthread_join = None
-    info = {"kernels": [], "parallel": 0, "threads": nthreads}
-    for ki, k in enumerate(prog.kernels):
+    info = {"kernels": [], "parallel": 0, "threads": nthreads, "profile": profile}
+    nk = len(prog.kernels)
+    prof = None
+    if profile:
+        prof = ir.GlobalVariable(mod, ir.ArrayType(L.I64, nk + 1), "sg_profile")
+        prof.initializer = ir.Constant(ir.ArrayType(L.I64, nk + 1), None)
+        prof.type = L.PTR  # opaque pointer (as `opaque_alloca`): addressed with i64 GEPs
+        clock = cx.function("clock_gettime", L.I32, [L.I32, L.PTR])
+        ts = L.opaque_alloca(ab, ir.ArrayType(L.I64, 2), "ts")
+
+        def now() -> ir.Value:
+            b.call(clock, [ir.Constant(L.I32, 1), ts])  # CLOCK_MONOTONIC
+            sec = b.load(ts, typ=L.I64)
+            nsec = b.load(b.gep(ts, [ir.Constant(L.I64, 1)], source_etype=L.I64), typ=L.I64)
+            return b.add(b.mul(sec, ir.Constant(L.I64, 1_000_000_000)), nsec)
+
+        def account(ki: int, t0: ir.Value) -> None:
+            slot = b.gep(prof, [ir.Constant(L.I64, ki)], source_etype=L.I64)
+            b.store(b.add(b.load(slot, typ=L.I64), b.sub(now(), t0)), slot)
+
+        calls = b.gep(prof, [ir.Constant(L.I64, nk)], source_etype=L.I64)
+        b.store(b.add(b.load(calls, typ=L.I64), ir.Constant(L.I64, 1)), calls)
+
+    def emit_kernel_call(ki: int, k: Kernel) -> None:
+        nonlocal pthread_create, pthread_join
         if k.kind == "gemm":
             for t in k.tasks:
                 L.emit_gemm(cx, t, lambda node: ptr_of_ref(ref[node]), blas)
             info["kernels"].append("gemm")
-            continue
+            return
         if ki not in emitters:
             info["kernels"].append("empty")
-            continue
+            return
         ke = emitters[ki]
         plan = plans[ki]
         bufs = [ptr_of_ref(r) for r in ke.buffers]
@@ -265,11 +306,11 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         info["kernels"].append("loop" + ("+par" if plan.parallel else ""))
         if k.size == 0 or not plan.groups:
             b.call(ke.fn, bufs + [ir.Constant(L.I64, 0), ir.Constant(L.I64, 1), ir.Constant(L.PTR, None)])
-            continue
+            return
         extent = plan.extents[0]
         if not plan.parallel:
             b.call(ke.fn, bufs + [ir.Constant(L.I64, 0), ir.Constant(L.I64, extent), ir.Constant(L.PTR, None)])
-            continue
+            return
         info["parallel"] += 1
         if pthread_create is None:
             pthread_create = cx.function("pthread_create", L.I32, [L.PTR, L.PTR, L.PTR, L.PTR])
@@ -324,6 +365,15 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
                 if t.node.dtype.kind == "b":
                     val = b.zext(val, L.I8)
                 b.store(val, dst)
+
+    for ki, k in enumerate(prog.kernels):
+        t0 = now() if prof is not None else None
+        emit_kernel_call(ki, k)
+        if prof is not None:
+            account(ki, t0)
+    if blas_ctl is not None:
+        b.call(cx.function(blas_ctl[1], L.VOID, [L.I32]), [ir.Constant(L.I32, n_blas)])
+    info["blas_threads"] = n_blas if blas_ctl is not None else None
     if abi == "fastcall":
         if release_gil:
             b.call(cx.function("PyEval_RestoreThread", L.VOID, [L.PTR]), [tstate])

@@ -411,6 +411,24 @@ class CompiledFunction:
         """Number of compiled signatures in the in-memory cache."""
         return len(self._cache)
 
+    def profile(self, reset: bool = False) -> list[dict] | None:
+        """Per-kernel time of the last signature called, when compiled with `SYMGRAPH_PROFILE=1`.
+
+        Args:
+            reset: zero the counters after reading them.
+
+        Returns:
+            None when the signature was compiled without profiling (or by the
+            numpy backend); else one dict per kernel in execution order with
+            index, kind ("gemm", "loop", "loop+par", "empty"), nodes (op and
+            shape of the values it writes), seconds (total, all calls) and calls.
+
+        Raises:
+            SymgraphError: before the first call.
+        """
+        fn = getattr(self._current().exe, "profile", None)
+        return fn(reset) if fn is not None else None
+
     def llvm_ir(self) -> str:
         """The optimized LLVM IR of the last signature called (backend="llvm").
 

@@ -130,7 +130,12 @@ def tree_unflatten(treedef: TreeDef, leaves: list[Any]) -> Any:
             return td.meta(*kids)
         return dict(zip(td.meta, kids))
 
-    return build(treedef)
+    try:
+        return build(treedef)
+    finally:
+        # build refers to itself through its closure cell: clear the cell, or the cycle keeps the
+        # leaves (often large arrays) alive until the next full garbage collection
+        del build
 
 
 def tree_leaves(tree: Any) -> list[Any]:

@@ -473,7 +473,7 @@ def test_parallel_kernels_match_single_thread():
     def w1(x):
         return np.sum(np.tanh(x) * np.sin(x) + 0.5 * np.exp(-x * x))
 
-    x = np.random.default_rng(12).normal(size=200_001)
+    x = np.random.default_rng(12).normal(size=400_001)  # enough work to split (PAR_MIN_WORK)
     g = sg.simplify(sg.trace(sg.value_and_grad(w1), x))
     e1 = codegen.compile_graph(g, nthreads=1)
     e2 = codegen.compile_graph(g, nthreads=2)
