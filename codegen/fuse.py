@@ -41,6 +41,12 @@ TRANSCENDENTALS = frozenset({"exp", "log", "log1p", "expm1", "sqrt", "sin", "cos
 #: Elementwise ops whose value is their (first) input: fused away entirely.
 IDENTITY_OPS = frozenset({"copy", "stop_gradient", "checkpoint_name", "remat_begin", "remat_end"})
 _EXPENSIVE = 8  # cost at or above which a value read by several kernels is materialized
+#: Largest estimated cost (sum of `expr_weight` over a loop body: 1 per cheap op, 3 per division,
+#: 8 per transcendental) of one fused loop kernel. Bigger bodies are cut by materializing
+#: intermediate values (`_Partitioner.split`): LLVM's optimizer is superlinear in function size,
+#: so one kernel of thousands of ops compiles in seconds, while the extra buffer traffic of a cut
+#: is negligible next to hundreds of ops per element.
+MAX_KERNEL_COST = 1024
 
 _uids = itertools.count()
 
@@ -282,6 +288,7 @@ class Task:
     late: bool = False               # join only the latest kernel (a buffer written just before its use)
     gemm: dict | None = None         # views of the operands (gemm)
     _exprs: list | None = None
+    _cost: int | None = None
 
     @property
     def exprs(self) -> list["Expr"]:
@@ -289,6 +296,13 @@ class Task:
         if self._exprs is None:
             self._exprs = walk_exprs(task_roots(self)) if self.kind != "gemm" else []
         return self._exprs
+
+    @property
+    def cost(self) -> int:
+        """Estimated code size of the task's loop body: the sum of `expr_weight` over its Exprs (cached)."""
+        if self._cost is None:
+            self._cost = sum(expr_weight(e) for e in self.exprs)
+        return self._cost
 
     @property
     def loads(self) -> list["Expr"]:
@@ -371,6 +385,13 @@ def _cost_of_op(name: str) -> int:
     if name == "div":
         return 3
     return 1
+
+
+def expr_weight(e: "Expr") -> int:
+    """Estimated code size of one Expr: 0 for loads, constants and loop variables, else `_cost_of_op`."""
+    if e.op in ("load", "const", "var", "index"):
+        return 0
+    return _cost_of_op(e.op)
 
 
 class _Builder:
@@ -686,6 +707,8 @@ class _Partitioner:
         # Values recomputed by checkpointing (issue 6): `group` never hoists them
         # into an earlier kernel (see there).
         self.recomputed = {n for n in order if meta(n).role == "recomputed"}
+        # Values materialized only to cap the size of loop bodies (`split`).
+        self.split_cut: set[Node] = set()
 
     # -- which nodes get buffers --
 
@@ -883,7 +906,11 @@ class _Partitioner:
                 for k in set(bad):
                     del donated[k]
                 kernels, producer = self.group(tasks, donated)
-            extra = self.refine(b, kernels, M)
+            # first cap the loop bodies (no-op when every task is under MAX_KERNEL_COST), then refine
+            extra = self.split(b, kernels, M)
+            self.split_cut |= extra
+            if not extra:
+                extra = self.refine(b, kernels, M)
             if extra:
                 M |= extra
                 continue
@@ -1168,6 +1195,9 @@ class _Partitioner:
         kernels: list[Kernel] = []
         producer: dict[Node, int] = {}
         store_off: dict[tuple[int, Node], Aff] = {}
+        # loop kernels: the Exprs of their bodies and the estimated cost (MAX_KERNEL_COST caps joins)
+        kexprs: dict[int, set] = {}
+        kcost: dict[int, int] = {}
         first_late = None
         frontier = 0  # the latest kernel any task joined so far
         for phase, group in ((0, normal), (1, late)):
@@ -1198,6 +1228,12 @@ class _Partitioner:
                             continue
                         if t.kind != "store" and k.red_axes and k.red_axes != t.red_axes:
                             continue
+                        if kcost.get(ki, 0) + t.cost > MAX_KERNEL_COST:
+                            # joining may make the body too big for LLVM: count what is really new
+                            have = kexprs[ki]
+                            if kcost[ki] + sum(expr_weight(e) for e in t.exprs if e not in have) \
+                                    > MAX_KERNEL_COST:
+                                continue
                         if ki == base:
                             # reading a value this kernel produces: only stores, at the same index
                             ok = True
@@ -1219,6 +1255,14 @@ class _Partitioner:
                 k = kernels[chosen]
                 k.tasks.append(t)
                 frontier = max(frontier, chosen)
+                if t.is_loop:
+                    have = kexprs.setdefault(chosen, set())
+                    c = kcost.get(chosen, 0)
+                    for e in t.exprs:
+                        if e not in have:
+                            have.add(e)
+                            c += expr_weight(e)
+                    kcost[chosen] = c
                 if t.kind in ("reduce", "argmax"):
                     k.red_axes = t.red_axes
                 if t.node in producer and producer[t.node] != chosen:
@@ -1243,6 +1287,11 @@ class _Partitioner:
                 continue
             allvars = {Expr.var(i, d) for i, d in enumerate(k.domain) if d > 1}
             exprs = kernel_exprs(k)
+            # A kernel made by cutting a too-big loop body (it reads or writes a value `split`
+            # materialized) recomputes the fused values it shares with its neighbours: that is the
+            # price of the cap, and materializing them all would undo the cut (a buffer per op).
+            was_split = bool(self.split_cut) and any(
+                t.node in self.split_cut or any(e.attrs[0] in self.split_cut for e in t.loads) for t in k.tasks)
             varsets: dict[Expr, frozenset] = {}
             for e in exprs:
                 vs: set = set()
@@ -1258,7 +1307,8 @@ class _Partitioner:
                 n = b.expr_node.get(e)
                 if n is None or n in M:
                     continue
-                users.setdefault(n, set()).add(ki)
+                if not was_split:
+                    users.setdefault(n, set()).add(ki)
                 cost = b.cost.get(e, 0)
                 cost_of[n] = max(cost_of.get(n, 0), cost)
                 if cost >= _EXPENSIVE and n.op.kind == "elementwise":
@@ -1299,6 +1349,99 @@ class _Partitioner:
             if deferred and deferred != extra:
                 extra -= deferred
         return extra
+
+
+    # -- splitting: cap the size of a loop body --
+
+    def split(self, b: _Builder, kernels: list[Kernel], M: set) -> set:
+        """Values to materialize so that no loop task costs more than MAX_KERNEL_COST.
+
+        LLVM's optimizer is superlinear in the size of a function: a value-and-gradient chain of
+        thousands of elementwise ops fused into one loop body takes seconds to compile, growing
+        about 4x per doubling. For each task whose body is too big, the Exprs are visited inputs
+        first with the set of ops each one needs (its cone, cut at loads); when a cone would cost
+        more than the cap, its most expensive operand that is a fused elementwise value is cut
+        (materialized: readers load it). Every cut cone costs at most the cap, so the next round's
+        tasks do, and `group` packs tasks into kernels without exceeding it. Graphs whose loop
+        tasks are all under the cap are not changed.
+        """
+        cap = MAX_KERNEL_COST
+        extra: set[Node] = set()
+        cut: set[Expr] = set()
+        for k in kernels:
+            if k.kind != "loop":
+                continue
+            for t in k.tasks:
+                if t.cost > cap:
+                    self._cut_task(b, t, M, cut, extra, cap)
+        return extra - M
+
+    def _cut_task(self, b: _Builder, t: Task, M: set, cut: set, extra: set, cap: int) -> None:
+        size = int(np.prod(t.domain, dtype=np.int64))
+        exprs = t.exprs
+        argl: dict[Expr, list] = {}
+        uses: dict[Expr, int] = {}
+        for e in exprs:
+            al: list = []
+            for a in e.args:
+                if isinstance(a, Aff):
+                    al.extend(a.atoms())
+                elif isinstance(a, Expr):
+                    al.append(a)
+            al = list(dict.fromkeys(al))
+            argl[e] = al
+            for a in al:
+                uses[a] = uses.get(a, 0) + 1
+        nreaders = dict(uses)
+        cone: dict[Expr, set] = {}     # ops needed for e given the cuts (freed after its last reader)
+        ccost: dict[Expr, int] = {}    # their summed weight
+
+        def cuttable(a: Expr) -> Node | None:
+            n = b.expr_node.get(a)
+            if n is None or n in M or n.op.kind != "elementwise" or not 0 < n.size <= size:
+                return None
+            return n
+
+        for e in exprs:
+            al = argl[e]
+            w = expr_weight(e)
+            # A value with several readers is usually read again by another part of the body (the
+            # forward value by the backward pass): after the cut its cone is recomputed there, so
+            # shared cones are kept to a quarter of the cap, leaving room for their readers.
+            lim = cap if nreaders.get(e, 0) <= 1 else cap // 4
+            while True:
+                live = sorted((a for a in al if a not in cut and ccost.get(a, 0)), key=lambda x: -ccost[x])
+                c = w + (ccost[live[0]] if live else 0)
+                more: set = set()  # ops of the other operands' cones not in the biggest one
+                for a in live[1:]:
+                    big = cone[live[0]]
+                    for x in cone[a]:
+                        if x not in big and x not in more:
+                            more.add(x)
+                            c += expr_weight(x)
+                if c <= lim:
+                    break
+                cands = [a for a in live if cuttable(a) is not None]
+                if not cands:
+                    break
+                a = cands[0]  # the most expensive
+                cut.add(a)
+                extra.add(cuttable(a))
+            if not live:
+                s = set()
+            elif uses[live[0]] == 1:
+                s = cone.pop(live[0])  # its last reader: reuse the set
+            else:
+                s = set(cone[live[0]])
+            s |= more
+            if w:
+                s.add(e)
+            cone[e] = s
+            ccost[e] = c
+            for a in al:
+                uses[a] -= 1
+                if uses[a] == 0:
+                    cone.pop(a, None)
 
 
 def partition(graph: Graph, order: list[Node], donate: frozenset = frozenset(), blas: bool = True) -> Program:

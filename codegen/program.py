@@ -22,8 +22,9 @@ from llvmlite import ir
 
 from symgraph.passes.schedule import assign_offsets, interval_peak
 
+from . import fuse
 from . import lower as L
-from .fuse import TRANSCENDENTALS, Kernel, Program, kernel_exprs
+from .fuse import TRANSCENDENTALS, Kernel, Program, expr_weight, kernel_exprs
 from .runtime import ARRAY_DATA_OFFSET, OBJECT_ABI, TUPLE_ITEMS_OFFSET
 
 __all__ = ["BufferPlan", "plan_buffers", "build_module", "num_threads"]
@@ -199,6 +200,13 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         _decide_parallel(k, plan, nthreads)
         plans[ki] = plan
         emitters[ki] = L.lower_loop_kernel(cx, k, ki, buffer_of, plan)
+    if sum(sum(expr_weight(e) for e in kernel_exprs(k)) for ki, k in enumerate(prog.kernels) if ki in emitters) \
+            > fuse.MAX_KERNEL_COST:
+        # Keep big programs' kernels out of `entry`: inlined (internal functions called once),
+        # they would make one function as big as the whole graph, the superlinear case for LLVM
+        # that `fuse.MAX_KERNEL_COST` avoids (fuse.py, `_Partitioner.split`).
+        for ke in emitters.values():
+            ke.fn.attributes.add("noinline")
 
     # ----- entry -----
     entry_bb = None
