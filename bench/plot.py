@@ -54,7 +54,18 @@ def plot_workloads(results: Sequence[WorkloadResult], outdir: str, machine: dict
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path)
+        paths.extend(_extra_plots(res, outdir))
     return paths
+
+
+def _extra_plots(res: WorkloadResult, outdir: str) -> list[str]:
+    """Workload-specific plots: the workload module's ``extra_plots(result, outdir)``, if it has one."""
+    import importlib
+
+    from . import WORKLOADS
+    mod = importlib.import_module(WORKLOADS[res.wid]) if res.wid in WORKLOADS else None
+    fn = getattr(mod, "extra_plots", None)
+    return list(fn(res, outdir)) if fn is not None else []
 
 
 def _numeric_key(t: Table) -> bool:

@@ -6,33 +6,50 @@ width 64, batch 256). Keeping every layer output costs L * batch * width * 4
 bytes (256 MiB at full size); the parameters cost 16 MiB.
 
 Every (system, variant) runs in a fresh subprocess (`bench.subproc`); a
-baseline subprocess per system imports the system and holds only the
-parameters and the input. Reported: planned peak bytes (symgraph's
-``cf.stats["peak_bytes"]``), peak RSS minus the baseline's peak (lifetime
-peak: includes compilation), the growth of RSS during the timed steps (peak
-during steps minus RSS before them), time per step, and the recomputation
-overhead (time / the same system's no-checkpointing time - 1).
+baseline subprocess per system imports and initializes the system and holds
+only the parameters and the input (symgraph: the LLVM backend imported and
+its target machine created; JAX: the arrays on the device; torch: tensors).
+Reported: planned peak bytes (symgraph's ``cf.stats["peak_bytes"]``: live
+intermediates and outputs of the LLVM plan), peak RSS minus the baseline's
+peak (lifetime peak: includes compilation), the peak RSS during the timed
+steps minus the baseline's peak, the growth of RSS during the timed steps,
+time per step, and the recomputation overhead (time / the same system's
+no-checkpointing time - 1).
 
 Variants: symgraph: none, every layer (``sg.checkpoint`` around each layer),
-``checkpoint="sqrt"``, ``"revolve"``, a byte budget (1/4 of the activations;
-quick: all of them, since tiny sizes make 1/4 infeasible);
+``checkpoint="sqrt"``, ``"revolve"`` (s = ceil(sqrt(steps)) snapshots),
+``("revolve", 4)``, byte budgets (1/2, 1/4 and 3/16 of the activations;
+quick: all of them, since tiny sizes make less infeasible);
 NumPy (hand-written backward): none, sqrt(L) segments recomputed in the
 backward sweep; JAX: none, ``jax.checkpoint`` per layer, per 8-layer segment;
-torch: none, ``checkpoint_sequential`` with 8 segments.
+torch: none, ``torch.utils.checkpoint`` per layer, ``checkpoint_sequential``
+with 8 segments.
+
+``plot_memory_vs_time`` draws peak memory against step time for every
+variant (``python -m bench W4 --plot DIR`` writes ``DIR/w4_memory_vs_time.png``;
+``python -m bench.w4_checkpoint --plot DIR RESULTS.json`` redraws it from the
+JSON that ``python -m bench W4 --json RESULTS.json`` wrote).
 """
 
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 from .harness import Row, Settings, Table, WorkloadResult, compare, fmt_bytes, format_seconds, log
 
+_MODULE = "bench.w4_checkpoint"  # the children import this module by name (also when run as a script)
 TITLE = "checkpointing: 64-layer tanh chain, width 256, batch 4096, float32, grad w.r.t. every W_i"
 
-FULL = {"L": 64, "width": 256, "batch": 4096, "reps": 5, "seg": 8, "budget_frac": 0.25}
-QUICK = {"L": 8, "width": 64, "batch": 256, "reps": 3, "seg": 3, "budget_frac": 1.0}
+FULL = {"L": 64, "width": 256, "batch": 4096, "reps": 5, "seg": 8, "budgets": [0.5, 0.25, 0.1875], "snapshots": 4}
+QUICK = {"L": 8, "width": 64, "batch": 256, "reps": 3, "seg": 3, "budgets": [1.0], "snapshots": 2}
+
+
+def _budget_bytes(cfg: dict, frac: float) -> int:
+    """A byte budget: `frac` of the activations of all layers (L * batch * width * 4 bytes)."""
+    return int(cfg["L"] * cfg["batch"] * cfg["width"] * 4 * frac)
 
 
 def make_data(cfg: dict) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
@@ -109,6 +126,10 @@ def child_setup(system: str, variant: str, cfg: dict) -> dict:
         import symgraph as sg
         import symgraph.numpy as snp
         if variant == "baseline":
+            # the system initialized: the LLVM backend imported and its target machine created
+            # (compiling is part of each variant, as XLA's compilation is for JAX)
+            import codegen.jit
+            codegen.jit.target_machine()
             return {"step": None, "hold": (Ws, bs, x)}
 
         def layer(h, W, b):
@@ -119,12 +140,21 @@ def child_setup(system: str, variant: str, cfg: dict) -> dict:
             for W, b in zip(Ws, bs):
                 x = lay(x, W, b)
             return snp.sum(x * x)
-        act_bytes = cfg["L"] * cfg["batch"] * cfg["width"] * 4
-        ck = {"none": None, "every-layer": None, "sqrt": "sqrt", "revolve": "revolve",
-              "budget": int(act_bytes * cfg["budget_frac"])}[variant]
+        if variant.startswith("budget-"):
+            ck = _budget_bytes(cfg, float(variant.split("-", 1)[1]))
+        else:
+            ck = {"none": None, "every-layer": None, "sqrt": "sqrt", "sqrt-warm": "sqrt", "revolve": "revolve",
+                  "revolve-s": ("revolve", cfg["snapshots"])}[variant]
         cf = sg.compile(sg.grad(loss), checkpoint=ck)
+
+        def planned() -> dict:
+            st = cf.stats
+            return {"peak": st.get("peak_bytes"), "arena": st.get("arena_bytes"),
+                    "outputs": sum(w.nbytes for w in Ws), "activations": st.get("peak_activation_bytes"),
+                    "recomputed_flops": st.get("recomputed_flops"), "forward_flops": st.get("forward_flops"),
+                    "plan": str(st.get("checkpoint")), "cache": st.get("cache")}
         return {"step": lambda: cf(Ws, bs, x), "check": _check_dict, "hold": (Ws, bs, x), "reps": reps,
-                "planned_peak": lambda: cf.stats.get("peak_bytes")}
+                "planned_peak": planned}
     if system == "jax":
         from .common import import_jax
         jax, jnp = import_jax()
@@ -156,7 +186,7 @@ def child_setup(system: str, variant: str, cfg: dict) -> dict:
                 "hold": (Wj, bj, xj), "reps": reps}
     if system == "torch":
         import torch
-        from torch.utils.checkpoint import checkpoint_sequential
+        from torch.utils.checkpoint import checkpoint, checkpoint_sequential
         Wt = [torch.from_numpy(w).requires_grad_(True) for w in Ws]
         bt = [torch.from_numpy(b) for b in bs]
         xt = torch.from_numpy(x)
@@ -175,6 +205,10 @@ def child_setup(system: str, variant: str, cfg: dict) -> dict:
         def step():
             if variant == "segments":
                 out = checkpoint_sequential(net, cfg["L"] // seg, xt, use_reentrant=False)
+            elif variant == "every-layer":
+                out = xt
+                for m in net:
+                    out = checkpoint(m, out, use_reentrant=False)
             else:
                 out = net(xt)
             return torch.autograd.grad((out * out).sum(), Wt)
@@ -189,25 +223,32 @@ def variants(cfg: dict) -> list[tuple[str, str, str]]:
     """(system, variant, description) in table order."""
     seg = cfg["seg"]
     L = cfg["L"]
-    return [
+    rows = [
         ("symgraph", "none", "no checkpointing"),
         ("symgraph", "every-layer", "sg.checkpoint around every layer"),
         ("symgraph", "sqrt", 'checkpoint="sqrt"'),
-        ("symgraph", "revolve", 'checkpoint="revolve"'),
-        ("symgraph", "budget", f"checkpoint=<{cfg['budget_frac']} x activations> bytes"),
+        ("symgraph", "sqrt-warm", 'checkpoint="sqrt", object code loaded from the disk cache the "sqrt" run wrote'),
+        ("symgraph", "revolve", 'checkpoint="revolve" (s = ceil(sqrt(steps)))'),
+        ("symgraph", "revolve-s", f'checkpoint=("revolve", {cfg["snapshots"]})'),
+    ]
+    for frac in cfg["budgets"]:
+        rows.append(("symgraph", f"budget-{frac:g}",
+                     f"checkpoint={_budget_bytes(cfg, frac)} bytes ({frac:g} x activations)"))
+    rows += [
         ("numpy", "none", "hand-written, all activations kept"),
         ("numpy", "segments", f"hand-written, {math.ceil(L / seg)} segments of {seg} recomputed"),
         ("jax", "none", "jax.jit(jax.grad)"),
         ("jax", "every-layer", "jax.checkpoint per layer"),
         ("jax", "segments", f"jax.checkpoint per {seg}-layer segment"),
         ("torch", "none", "eager"),
+        ("torch", "every-layer", "torch.utils.checkpoint per layer"),
         ("torch", "segments", f"checkpoint_sequential, {L // seg} segments"),
     ]
+    return rows
 
 
 def run(settings: Settings) -> WorkloadResult:
     """Run every variant in its own subprocess and tabulate time and memory."""
-    from .subproc import run_variant
     cfg = dict(QUICK if settings.quick else FULL)
     Ws, bs, x = make_data(cfg)
     ref = numpy_grads([w.astype(np.float64) for w in Ws], [b.astype(np.float64) for b in bs],
@@ -225,39 +266,92 @@ def run(settings: Settings) -> WorkloadResult:
     baselines: dict[str, dict] = {}
     rows: list[Row] = []
     none_median: dict[str, float] = {}
-    for system, variant, desc in variants(cfg):
-        row = Row(system)
-        row.extras["variant"] = variant
-        rows.append(row)
-        if settings.systems is not None and system not in settings.systems:
-            row.status, row.message = "skipped", "not selected (--systems)"
-            continue
-        if system not in baselines:
-            baselines[system] = run_variant(__name__, system, "baseline", cfg, None, timeout)
-        base = baselines[system]
-        if base["status"] != "ok":
-            row.status = "missing" if base["status"] == "missing" and system != "symgraph" else "error"
-            row.message = base.get("message", "")
-            continue
-        rep = run_variant(__name__, system, variant, cfg, check, timeout)
-        log(f"  [W4] {system} {variant}: {rep['status']} {rep.get('message', '')}", settings)
-        row.first_call = rep.get("first_call")
-        row.extras["planned peak"] = fmt_bytes(rep["planned_peak"]) if rep.get("planned_peak") else "-"
-        if rep["status"] != "ok":
-            row.status = "error" if rep["status"] == "missing" and system == "symgraph" else rep["status"]
-            row.message = rep.get("message", "")
-            if row.status == "WRONG":
-                print(f"  [W4] {system} {variant}: WRONG: {row.message}", flush=True)
-            continue
-        ts = rep["times"]
-        row.median, row.min, row.max, row.reps, row.number = rep["median"], min(ts), max(ts), len(ts), 1
-        row.extras["peak RSS - base"] = fmt_bytes(rep["peak_rss"] - base["peak_rss"])
-        if rep.get("step_peak") is not None and rep.get("rss_before_steps") is not None:
+    with _cache_dirs() as cache_for:
+        for system, variant, desc in variants(cfg):
+            _run_one(system, variant, desc, cfg, settings, check, timeout, baselines, rows, none_median, cache_for)
+    _finish_rows(rows, none_median)
+    notes = _notes(cfg, act_bytes, baselines)
+    table = Table("time per step and memory, one fresh process per variant", rows,
+                  extra_columns=["variant", "planned peak", "arena+outputs", "peak RSS - base", "steps peak - base",
+                                 "step growth", "recompute"],
+                  notes=notes, key="variant")
+    return WorkloadResult("W4", TITLE, [table])
+
+
+class _cache_dirs:
+    """SYMGRAPH_CACHE_DIR per symgraph variant: a fresh (cold) directory each, "sqrt-warm" reusing "sqrt"'s."""
+
+    def __enter__(self):
+        import tempfile
+        self.root = tempfile.mkdtemp(prefix="w4-cache-")
+        self.saved = os.environ.get("SYMGRAPH_CACHE_DIR")
+        return self
+
+    def __call__(self, system: str, variant: str) -> None:
+        if system == "symgraph":
+            os.environ["SYMGRAPH_CACHE_DIR"] = os.path.join(self.root, variant.replace("-warm", ""))
+        else:
+            os.environ.pop("SYMGRAPH_CACHE_DIR", None)
+
+    def __exit__(self, *exc):
+        import shutil
+        shutil.rmtree(self.root, ignore_errors=True)
+        if self.saved is None:
+            os.environ.pop("SYMGRAPH_CACHE_DIR", None)
+        else:
+            os.environ["SYMGRAPH_CACHE_DIR"] = self.saved
+        return False
+
+
+def _run_one(system: str, variant: str, desc: str, cfg: dict, settings: Settings, check, timeout: float,
+             baselines: dict, rows: list[Row], none_median: dict, cache_for) -> None:
+    """Run one (system, variant) (and the system's baseline the first time) and append its row."""
+    from .subproc import run_variant
+    row = Row(system)
+    row.extras["variant"] = variant
+    row.extras["description"] = desc
+    rows.append(row)
+    if settings.systems is not None and system not in settings.systems:
+        row.status, row.message = "skipped", "not selected (--systems)"
+        return
+    cache_for(system, variant)
+    if system not in baselines:
+        baselines[system] = run_variant(_MODULE, system, "baseline", cfg, None, timeout)
+    base = baselines[system]
+    if base["status"] != "ok":
+        row.status = "missing" if base["status"] == "missing" and system != "symgraph" else "error"
+        row.message = base.get("message", "")
+        return
+    rep = run_variant(_MODULE, system, variant, cfg, check, timeout)
+    log(f"  [W4] {system} {variant}: {rep['status']} {rep.get('message', '')}", settings)
+    row.first_call = rep.get("first_call")
+    plan = rep.get("planned_peak") or {}
+    row.extras["planned peak"] = fmt_bytes(plan["peak"]) if plan.get("peak") else "-"
+    if plan.get("arena") is not None:
+        row.extras["arena+outputs"] = fmt_bytes(plan["arena"] + plan["outputs"])
+    row.extras["plan"] = plan
+    row.extras["planned_peak_bytes"] = plan.get("peak")
+    if rep["status"] != "ok":
+        row.status = "error" if rep["status"] == "missing" and system == "symgraph" else rep["status"]
+        row.message = rep.get("message", "")
+        if row.status == "WRONG":
+            print(f"  [W4] {system} {variant}: WRONG: {row.message}", flush=True)
+        return
+    ts = rep["times"]
+    row.median, row.min, row.max, row.reps, row.number = rep["median"], min(ts), max(ts), len(ts), 1
+    row.extras["peak RSS - base"] = fmt_bytes(rep["peak_rss"] - base["peak_rss"])
+    row.extras["peak_rss_bytes"] = rep["peak_rss"] - base["peak_rss"]
+    if rep.get("step_peak") is not None:
+        row.extras["steps peak - base"] = fmt_bytes(rep["step_peak"] - base["peak_rss"])
+        row.extras["steps_peak_bytes"] = rep["step_peak"] - base["peak_rss"]
+        if rep.get("rss_before_steps") is not None:
             row.extras["step growth"] = fmt_bytes(rep["step_peak"] - rep["rss_before_steps"])
-        row.extras["peak_rss_bytes"] = rep["peak_rss"] - base["peak_rss"]
-        row.extras["planned_peak_bytes"] = rep.get("planned_peak")
-        if variant == "none":
-            none_median[system] = row.median
+    if variant == "none":
+        none_median[system] = row.median
+
+
+def _finish_rows(rows: list[Row], none_median: dict[str, float]) -> None:
+    """Ratios to symgraph 'none' and recomputation overheads (to the same system's 'none')."""
     sg_none = none_median.get("symgraph")
     for row in rows:
         if row.median is None:
@@ -266,15 +360,226 @@ def run(settings: Settings) -> WorkloadResult:
             row.ratio = row.median / sg_none
         if row.system in none_median:
             row.extras["recompute"] = f"{100 * (row.median / none_median[row.system] - 1):+.0f}%"
-    notes = [f"L={cfg['L']}, width={cfg['width']}, batch={cfg['batch']}: all activations = {fmt_bytes(act_bytes)}, "
-             f"parameters = {fmt_bytes(cfg['L'] * (cfg['width'] + 1) * cfg['width'] * 4)}",
-             "peak RSS - base: lifetime peak RSS of the variant's process (includes imports and compilation) "
-             "minus that of a process holding only the system, parameters and input",
-             "step growth: peak RSS during the timed steps minus RSS just before them",
-             "recompute: time / same system without checkpointing - 1; ratio: time / symgraph 'none'",
-             f"baselines: " + ", ".join(f"{k} {fmt_bytes(v.get('peak_rss'))}" if v["status"] == "ok"
-                                        else f"{k} {v['status']}" for k, v in baselines.items())]
-    table = Table("time per step and memory, one fresh process per variant", rows,
-                  extra_columns=["variant", "planned peak", "peak RSS - base", "step growth", "recompute"],
-                  notes=notes, key="variant")
-    return WorkloadResult("W4", TITLE, [table])
+
+
+def _notes(cfg: dict, act_bytes: int, baselines: dict) -> list[str]:
+    return [f"L={cfg['L']}, width={cfg['width']}, batch={cfg['batch']}: all activations = {fmt_bytes(act_bytes)}, "
+            f"parameters = {fmt_bytes(cfg['L'] * (cfg['width'] + 1) * cfg['width'] * 4)}",
+            "planned peak: symgraph's cf.stats['peak_bytes'] (LLVM plan: live intermediates, outputs from their "
+            "first write); arena+outputs: the arena the plan sizes plus the gradient arrays, which the runtime "
+            "allocates before the call",
+            "peak RSS - base: lifetime peak RSS of the variant's process (includes imports and compilation) "
+            "minus that of a process holding only the initialized system, parameters and input",
+            "steps peak - base: peak RSS during the timed steps (after the first call) minus the baseline's "
+            "peak; step growth: that peak minus RSS just before the timed steps (symgraph keeps its arena "
+            "between calls, so its growth is ~0)",
+            "symgraph variants compile cold (a fresh SYMGRAPH_CACHE_DIR each) except sqrt-warm, which loads "
+            "the object code the sqrt run wrote (no LLVM optimization in its process)",
+            "recompute: time / same system without checkpointing - 1; ratio: time / symgraph 'none'",
+            "baselines: " + ", ".join(f"{k} {fmt_bytes(v.get('peak_rss'))}" if v["status"] == "ok"
+                                      else f"{k} {v['status']}" for k, v in baselines.items())]
+
+
+# --------------------------------------------------------------------------- plot
+
+_STYLE = {"symgraph": ("tab:red", "o"), "numpy": ("tab:gray", "s"), "jax": ("tab:blue", "^"),
+          "torch": ("tab:orange", "D")}
+
+
+def plot_memory_vs_time(result, outdir: str, name: str = "w4_memory_vs_time.png") -> str:
+    """Scatter peak memory against time per step for every variant that ran.
+
+    Filled markers: measured peak RSS minus the baseline (fresh process per
+    variant, MiB); hollow red markers: symgraph's planned peak (cf.stats).
+    The x axis is the median time per step (seconds).
+
+    Args:
+        result: the W4 `WorkloadResult`, or its JSON form (``as_dict()``, as
+            written by ``python -m bench W4 --json PATH``).
+        outdir: directory for the PNG (created if missing).
+        name: file name.
+
+    Returns:
+        The path written.
+    """
+    import os
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = result if isinstance(result, dict) else result.as_dict()
+    rows = [r for t in d["tables"] for r in t["rows"]]
+    fig, ax = plt.subplots(figsize=(9, 6))
+    seen = set()
+    seen_pts: list = []
+    mib = float(1 << 20)
+    for r in rows:
+        ex = r.get("extras", {})
+        if r.get("median") is None or ex.get("peak_rss_bytes") is None:
+            continue
+        color, marker = _STYLE.get(r["system"], ("black", "x"))
+        label = r["system"] if r["system"] not in seen else None
+        seen.add(r["system"])
+        t, m = r["median"], ex["peak_rss_bytes"] / mib
+        ax.errorbar([t], [m], xerr=[[t - r["min"]], [r["max"] - t]], fmt=marker, color=color, label=label,
+                    markersize=7, capsize=2, elinewidth=0.8)
+        k = len(seen_pts)
+        seen_pts.append((t, m))
+        # alternate the label side so that neighbouring points stay readable
+        ax.annotate(f"{r['system']} {ex.get('variant', '')}", (t, m), textcoords="offset points",
+                    xytext=(5, 4) if k % 2 == 0 else (5, -11), fontsize=7, color=color)
+        if r["system"] == "symgraph" and ex.get("planned_peak_bytes"):
+            p = ex["planned_peak_bytes"] / mib
+            lab = "symgraph planned peak (cf.stats)" if "planned" not in seen else None
+            seen.add("planned")
+            ax.plot([t], [p], marker, mfc="none", color=color, markersize=7, label=lab)
+            ax.plot([t, t], [p, m], ":", color=color, linewidth=0.7)
+    for t in d["tables"]:
+        for n in t.get("notes", []):
+            if n.startswith("L="):
+                ax.set_title(f"W4 checkpointing: peak memory vs time per step\n{n}", fontsize=9)
+    ax.set_xscale("log")
+    ax.set_xlabel("time per step (s, median; bars: min-max)")
+    ax.set_ylabel("peak RSS over a process holding the system, parameters and input (MiB)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    os.makedirs(outdir, exist_ok=True)
+    path = os.path.join(outdir, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def extra_plots(result, outdir: str) -> list[str]:
+    """Plots beyond the harness's bar chart (called by `bench.plot.plot_workloads`)."""
+    return [plot_memory_vs_time(result, outdir)]
+
+
+# --------------------------------------------------------------------------- repeated key variants
+
+DEFAULT_REPEAT = ("symgraph:none,symgraph:sqrt,symgraph:sqrt-warm,symgraph:revolve,symgraph:budget-0.25,"
+                  "torch:none,jax:none,jax:segments,torch:segments")
+
+
+def repeat(pairs: list[tuple[str, str]], rounds: int, quick: bool = False, timeout: float = 900.0,
+           echo: bool = True) -> list[dict]:
+    """Run (system, variant) pairs round-robin, `rounds` times, each in a fresh process; no correctness check.
+
+    Each round runs fresh baselines first, then every pair once, so slow
+    periods of a shared machine hit all pairs alike. symgraph variants
+    compile cold each round (fresh cache directories), as in `run`.
+
+    Args:
+        pairs: (system, variant) as in `variants`.
+        rounds: repetitions of the whole list.
+        quick: the small configuration.
+        timeout: seconds per child process.
+        echo: print one line per child.
+
+    Returns:
+        One dict per pair: system, variant, medians (per round, seconds),
+        peaks and steps_peaks (bytes over that round's baseline), plan (the last
+        symgraph plan figures, if any), errors (messages).
+    """
+    from .subproc import run_variant
+    cfg = dict(QUICK if quick else FULL)
+    out = [{"system": s, "variant": v, "medians": [], "peaks": [], "steps_peaks": [], "plan": None, "errors": []}
+           for s, v in pairs]
+    for r in range(rounds):
+        with _cache_dirs() as cache_for:
+            bases = {}
+            for s in dict.fromkeys(sy for sy, _ in pairs):
+                cache_for(s, "baseline")
+                bases[s] = run_variant(_MODULE, s, "baseline", cfg, None, timeout)
+            for res in out:
+                s, v = res["system"], res["variant"]
+                cache_for(s, v)
+                rep = run_variant(_MODULE, s, v, cfg, None, timeout)
+                base = bases[s]
+                if rep["status"] != "ok" or base["status"] != "ok":
+                    res["errors"].append(rep.get("message") or base.get("message") or rep["status"])
+                    continue
+                res["medians"].append(rep["median"])
+                res["peaks"].append(rep["peak_rss"] - base["peak_rss"])
+                if rep.get("step_peak") is not None:
+                    res["steps_peaks"].append(rep["step_peak"] - base["peak_rss"])
+                res["plan"] = rep.get("planned_peak") or res["plan"]
+                if echo:
+                    print(f"  round {r + 1}/{rounds} {s} {v}: {rep['median']:.3f} s, "
+                          f"peak RSS - base {fmt_bytes(rep['peak_rss'] - base['peak_rss'])}", flush=True)
+    return out
+
+
+def format_repeat(results: list[dict]) -> str:
+    """A table of `repeat` results: medians over rounds, ratios to symgraph none."""
+    import statistics as st
+    ref = next((st.median(r["medians"]) for r in results
+                if r["system"] == "symgraph" and r["variant"] == "none" and r["medians"]), None)
+    own = {r["system"]: st.median(r["medians"]) for r in results if r["variant"] == "none" and r["medians"]}
+    head = (f"{'system':9s} {'variant':11s} {'planned peak':>12s} {'arena+out':>10s} {'peak RSS-base':>14s} "
+            f"{'steps peak-base':>15s} {'time (median of rounds)':>24s} {'rounds min-max':>17s} "
+            f"{'/sg none':>8s} {'recompute':>9s}")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        if not r["medians"]:
+            lines.append(f"{r['system']:9s} {r['variant']:11s} error: {'; '.join(r['errors'])[:80]}")
+            continue
+        m = st.median(r["medians"])
+        plan = r["plan"] or {}
+        ao = fmt_bytes(plan["arena"] + plan["outputs"]) if plan.get("arena") is not None else "-"
+        rec = f"{100 * (m / own[r['system']] - 1):+.0f}%" if r["system"] in own else "-"
+        lines.append(f"{r['system']:9s} {r['variant']:11s} {fmt_bytes(plan.get('peak')):>12s} {ao:>10s} "
+                     f"{fmt_bytes(st.median(r['peaks'])):>14s} "
+                     f"{fmt_bytes(st.median(r['steps_peaks'])) if r['steps_peaks'] else '-':>15s} "
+                     f"{format_seconds(m):>24s} "
+                     f"{format_seconds(min(r['medians'])) + '-' + format_seconds(max(r['medians'])):>17s} "
+                     f"{m / ref if ref else float('nan'):8.2f} {rec:>9s}")
+    return "\n".join(lines)
+
+
+def _main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="python -m bench.w4_checkpoint",
+                                 description="W4 extras: repeat key variants round-robin; redraw the plot.")
+    ap.add_argument("--plot", metavar="DIR", help="redraw w4_memory_vs_time.png from RESULTS (bench --json)")
+    ap.add_argument("results", nargs="?", help="JSON written by python -m bench W4 --json PATH")
+    ap.add_argument("--repeat", type=int, metavar="N", help="run the --pairs round-robin N times")
+    ap.add_argument("--pairs", default=DEFAULT_REPEAT, help="system:variant,... (default: %(default)s)")
+    ap.add_argument("--threads", type=int, metavar="N", help="BLAS/OpenMP/XLA/symgraph threads (as python -m bench)")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", metavar="PATH", help="write the --repeat results as JSON")
+    args = ap.parse_args(argv)
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):   # as python -m bench, for the children
+        os.environ.pop(var, None)
+    if args.threads:
+        n = str(args.threads)
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
+                    "SYMGRAPH_NUM_THREADS", "SYMGRAPH_BLAS_THREADS"):
+            os.environ[var] = n
+        if args.threads == 1:
+            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                       " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if args.repeat:
+        pairs = [tuple(p.split(":", 1)) for p in args.pairs.split(",") if p]
+        res = repeat(pairs, args.repeat, quick=args.quick)
+        print(format_repeat(res))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"pairs": res, "rounds": args.repeat, "threads": args.threads, "quick": args.quick}, f,
+                          indent=1, default=str)
+    if args.plot:
+        if not args.results:
+            ap.error("--plot needs RESULTS (the JSON of python -m bench W4 --json)")
+        with open(args.results) as f:
+            report = json.load(f)
+        print(plot_memory_vs_time(report["workloads"]["W4"], args.plot))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

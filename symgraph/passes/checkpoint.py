@@ -1037,20 +1037,31 @@ def _budget(a: _Analysis, budget: int) -> tuple[Graph, Plan, list[dict]]:
     set does not depend on the budget, the chosen plan's peak never grows
     when the budget shrinks.
     """
-    built = []
+    # One pass over the candidates, keeping only the best graph that fits: holding
+    # every candidate graph at once cost about twice the compile memory of the answer.
+    rows = []
+    best = None
     for k, (name, mk) in enumerate(_candidates(a)):
         plan = mk()
         g = rematerialize(a, plan)
         rf, nrec = _recompute_flops(g)
-        built.append((rf, nrec, k, plan, g))
-    built.sort(key=lambda t: t[:3])
+        if best is not None and (rf, nrec, k) > best[0]:
+            pk = None  # cannot win; its peak is computed only if nothing fits (for the error message)
+        else:
+            pk = peak_bytes(schedule(g), g.outputs)
+            if pk <= budget:
+                best = ((rf, nrec, k), plan, g)
+        rows.append(((rf, nrec, k), plan, pk))
+        del g
+    rows.sort(key=lambda t: t[0])
     results = []
-    for rf, nrec, k, plan, g in built:
-        pk = peak_bytes(schedule(g), g.outputs)
-        results.append({"plan": plan.name, "peak_bytes": pk, "recomputed_flops": rf})
-        if pk <= budget:
+    for key, plan, pk in rows:
+        if pk is None:
+            break  # sorted after the answer: never tried
+        results.append({"plan": plan.name, "peak_bytes": pk, "recomputed_flops": key[0]})
+        if best is not None and key == best[0]:
             plan.name = f"budget {budget} bytes: {plan.name}"
-            return g, plan, results
+            return best[2], plan, results
     lo = min(results, key=lambda r: (r["peak_bytes"], r["recomputed_flops"]))
     raise SymgraphError(
         f"checkpoint budget of {budget} bytes is infeasible: the smallest planned peak of any "
