@@ -63,15 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown or no workloads: {bad or '(none)'}; choose from {' '.join(WORKLOADS)} or --all",
               file=sys.stderr)
         return 2
-    if args.threads:
-        n = str(args.threads)
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
-                    "SYMGRAPH_NUM_THREADS", "SYMGRAPH_BLAS_THREADS"):
-            os.environ[var] = n
-        if args.threads == 1:
-            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                                       " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from .common import set_thread_env
+
+    set_thread_env(args.threads)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
     from .harness import Settings, format_table, error_message

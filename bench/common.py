@@ -2,7 +2,28 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
+               "SYMGRAPH_NUM_THREADS", "SYMGRAPH_BLAS_THREADS")
+
+
+def set_thread_env(threads: int | None) -> None:
+    """Pin BLAS/OpenMP/Numba/XLA/symgraph thread counts through the environment.
+
+    Must run before any of those libraries is imported (they read the variables
+    once). With threads == 1, XLA's CPU client is also made single-threaded.
+    Always selects JAX's CPU platform.
+    """
+    if threads:
+        n = str(threads)
+        for var in THREAD_VARS:
+            os.environ[var] = n
+        if threads == 1:
+            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                       " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 __all__ = ["import_jax", "import_torch", "import_symgraph", "jax_block", "jaxpr_eqn_count",
            "pytensor_node_counts", "tree_sub"]

@@ -38,6 +38,7 @@ import os
 
 import numpy as np
 
+from .common import set_thread_env
 from .harness import Row, Settings, Table, WorkloadResult, compare, fmt_bytes, format_seconds, log
 
 _MODULE = "bench.w4_checkpoint"  # the children import this module by name (also when run as a script)
@@ -555,15 +556,7 @@ def _main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):   # as python -m bench, for the children
         os.environ.pop(var, None)
-    if args.threads:
-        n = str(args.threads)
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
-                    "SYMGRAPH_NUM_THREADS", "SYMGRAPH_BLAS_THREADS"):
-            os.environ[var] = n
-        if args.threads == 1:
-            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                                       " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    set_thread_env(args.threads)
     if args.repeat:
         pairs = [tuple(p.split(":", 1)) for p in args.pairs.split(",") if p]
         res = repeat(pairs, args.repeat, quick=args.quick)

@@ -435,10 +435,7 @@ class CompiledFunction:
         Raises:
             SymgraphError: for the numpy backend or before the first call.
         """
-        exe = self._current().exe
-        if not hasattr(exe, "llvm_ir"):
-            raise SymgraphError(f"compile({self._name}): llvm_ir() needs backend='llvm' (this one is {self.backend!r})")
-        return exe.llvm_ir()
+        return self._native_text("llvm_ir")
 
     def asm(self) -> str:
         """The host assembly of the last signature called (backend="llvm").
@@ -446,10 +443,13 @@ class CompiledFunction:
         Raises:
             SymgraphError: for the numpy backend or before the first call.
         """
+        return self._native_text("asm")
+
+    def _native_text(self, what: str) -> str:
         exe = self._current().exe
-        if not hasattr(exe, "asm"):
-            raise SymgraphError(f"compile({self._name}): asm() needs backend='llvm' (this one is {self.backend!r})")
-        return exe.asm()
+        if not hasattr(exe, what):
+            raise SymgraphError(f"compile({self._name}): {what}() needs backend='llvm' (this one is {self.backend!r})")
+        return getattr(exe, what)()
 
     def clear_cache(self) -> None:
         """Drop every compiled signature."""
