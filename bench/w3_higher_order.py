@@ -2,7 +2,8 @@
 
 (i) The n-th derivative of ``tanh`` at 0.3 (float64 scalar), n = 1..8, by
 nesting ``grad``. Reported per system: node count of the final graph
-(symgraph: ``len(sg.simplify(sg.trace(g, 0.3)))``; JAX: equations of
+(symgraph: raw ``len(sg.trace(g, 0.3))``, ``len(sg.simplify(...))`` and its
+ops, i.e. nodes other than inputs and constants; JAX: equations of
 ``jax.make_jaxpr(g)(0.3)``, sub-jaxprs counted by their equations; PyTensor:
 apply nodes of the compiled function after rewrites, and in brackets the
 scalar ops inside its fused ``Composite`` nodes), compile (first-call) time,
@@ -12,8 +13,9 @@ time per call, and the error against the closed form
 
 (ii) Hessian of the extended Rosenbrock function (Moré, Garbow & Hillstrom)
 ``f(x) = sum_i 100 (x[2i+1] - x[2i]^2)^2 + (1 - x[2i])^2`` (float64) for
-n = 100 and 1000 (dense n x n result), and a Hessian-vector product for
-n = 1e6. The NumPy rows are the analytic (block-diagonal) Hessian / product.
+n = 100 and 1000 (dense n x n result; symgraph graph sizes reported, the
+same for every n), and a Hessian-vector product for n = 1e6. The NumPy rows
+are the analytic (block-diagonal) Hessian / product.
 """
 
 from __future__ import annotations
@@ -69,12 +71,26 @@ def nth_symgraph(n, backend):
     return prepare
 
 
+def graph_ops(g) -> int:
+    """Operations of a graph: nodes other than inputs, constants and broadcast constants (PyTensor's count)."""
+    return sum(1 for x in g.toposort() if x.op.kind != "source"
+               and not (x.op.name == "broadcast_to" and x.inputs[0].op.name == "constant"))
+
+
+def sizes_symgraph(f, *args) -> dict:
+    """Graph sizes of f traced at args: raw nodes, and nodes and ops after sg.simplify."""
+    sg, _ = import_symgraph()
+    raw = sg.trace(f, *args)
+    g = sg.simplify(raw)
+    return {"raw": len(raw), "nodes": len(g), "ops": graph_ops(g)}
+
+
 def nodes_symgraph(n):
     sg, snp = import_symgraph()
     g = snp.tanh
     for _ in range(n):
         g = sg.grad(g)
-    return len(sg.simplify(sg.trace(g, X0)))
+    return sizes_symgraph(g, X0)
 
 
 def nth_numpy(n):
@@ -175,7 +191,11 @@ def _nth_tables(settings: Settings) -> list:
                 d["nodes"] = f"{a} ({s})"
             elif counter is not None:
                 try:
-                    d["nodes"] = counter(n)
+                    c = counter(n)
+                    if isinstance(c, dict):
+                        d.update(c)
+                    else:
+                        d["nodes"] = c
                 except Exception as e:                           # noqa: BLE001
                     d["nodes"] = f"error: {type(e).__name__}"
             if row.max_abs_err is not None and row.status in ("ok", "WRONG"):
@@ -191,11 +211,12 @@ def _nth_tables(settings: Settings) -> list:
              System("pytensor", nth_pytensor(n)),
              System("autograd", nth_autograd(n)),
              System("torch", nth_torch(n), note="nested torch.autograd.grad(create_graph=True), eager")],
-            rtol=1e-8, atol=1e-10, extra=extra, extra_columns=["nodes", "rel err"]))
+            rtol=1e-8, atol=1e-10, extra=extra, extra_columns=["raw", "nodes", "ops", "rel err"]))
     return [merge_tables(
         "(i) n-th derivative of tanh at 0.3 by nested grad", tables, key="n",
-        notes=["nodes: symgraph len(sg.simplify(sg.trace(g, 0.3))); jax: make_jaxpr equations; "
-               "pytensor: apply nodes after rewrites (scalar ops inside fused Composite nodes)",
+        notes=[("symgraph: raw = len(sg.trace(g, 0.3)), nodes = len(sg.simplify(...)), ops = nodes other than "
+                "inputs and constants; jax: make_jaxpr equations; "
+                "pytensor: apply nodes after rewrites (scalar ops inside fused Composite nodes)"),
                "first call = build + trace + compile + first call; rel err vs the closed form"])]
 
 
@@ -345,6 +366,14 @@ def hvp_torch(x, v):
     return build
 
 
+def _rosen_sizes(row: Row, step, x) -> dict:
+    """Graph sizes of the symgraph Hessian (the same for every n: the identity basis stays structural)."""
+    if row.system != "symgraph":
+        return {}
+    sg, snp = import_symgraph()
+    return sizes_symgraph(sg.hessian(lambda x: rosen(x, snp)), x)
+
+
 def _rosen_tables(settings: Settings) -> list:
     rng = np.random.default_rng(3)
     tables = []
@@ -360,7 +389,9 @@ def _rosen_tables(settings: Settings) -> list:
              System("autograd", hess_autograd, note="autograd.hessian"),
              System("pytensor", hess_pytensor, note="pytensor.gradient.hessian (scan over rows)"),
              System("torch", hess_torch, note="torch.func.hessian, eager")],
-            rtol=1e-9, atol=1e-9))
+            rtol=1e-9, atol=1e-9, extra=lambda row, step, x=x: _rosen_sizes(row, step, x),
+            extra_columns=["raw", "nodes", "ops"],
+            notes=["symgraph graph sizes: raw = len(sg.trace(sg.hessian(f), x)), nodes and ops after sg.simplify"]))
     n = 20_000 if settings.quick else 1_000_000
     x, v = rng.uniform(-2.0, 2.0, n), rng.standard_normal(n)
     tables.append(run_case(

@@ -9,7 +9,6 @@ import sys
 import time
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -423,9 +422,11 @@ def test_nth_derivative_of_tanh_small_and_correct():
         got = np.array([g.evaluate(x) for x in xs])
         np.testing.assert_allclose(got, exact, rtol=1e-12, atol=1e-12 * np.abs(tanh_poly(n)).sum())
         np.testing.assert_allclose([raw.evaluate(x) for x in xs], exact, rtol=1e-10, atol=1e-9)
-        # Horner in s = t*t: tanh, s, two ops per coefficient, a final *t for odd polynomials
-        assert n_ops(g) <= n + 3, (n, n_ops(g))
-        assert n_ops(g) <= PYTENSOR[n - 1] + 1
+        # Horner in s = t*t: tanh, s, one muladd per coefficient after the leading one, *t if odd
+        assert n_ops(g) <= 3 + n // 2, (n, n_ops(g))
+        assert n_ops(g) <= PYTENSOR[n - 1], (n, n_ops(g))  # the W3 (i) target, for every n
+        if n >= 2:
+            assert "muladd" in ops_of(g)
         if n >= 5:
             assert len(g) <= PYTENSOR[n - 1]
         if prev:
@@ -450,7 +451,7 @@ def test_polynomial_needs_bounded_atoms_unless_assume_finite():
         g = Graph([x], [e])
         assert n_ops(simplify(g)) == 4
         gf = simplify(g, assume_finite=True)
-        assert n_ops(gf) == 2
+        assert ops_of(gf)[-1] == "muladd" and n_ops(gf) == 1  # muladd(x, 2, 1)
         v = np.array([0.5, -2.0, 3.0])
         np.testing.assert_allclose(gf.evaluate(v)[0], 2 * v + 1, rtol=1e-15)
         assert np.isnan(g.evaluate(np.array([np.inf, 0, 0]))[0][0])
@@ -476,7 +477,7 @@ def test_polynomial_collects_like_terms_across_atoms():
         g0 = Graph([x], [e])
         g = simplify(g0)
         assert n_ops(g0) == 13
-        assert n_ops(g) == 7  # tanh, cos, t*(2t + c) - c*c
+        assert n_ops(g) == 6  # tanh, cos, t*muladd(t, 2, c) - c*c
         v = np.array([-1.0, 0.0, 0.5, np.inf])
         with np.errstate(invalid="ignore"):
             tv, cv = np.tanh(v), np.cos(v)
@@ -535,10 +536,10 @@ CONSTS = [0.0, -0.0, 1.0, -1.0, 2.0, 0.5, 3.0, 0.25, 4.0, 0.1, -2.0, 10.0]
 EXACT_UNARY = ["neg", "exp", "tanh", "sin", "abs", "sqrt", "log", "sum_bcast", "square", "recip", "copy", "sign",
                "relayout", "bsum", "rev2"]
 EXACT_BINARY = ["add", "sub", "mul", "div", "maximum", "where_gt", "pow2", "addc", "mulc", "subc", "cdiv", "divc",
-                "add_self"]
+                "add_self", "fma", "fmac", "negsub"]
 REASSOC_UNARY = ["neg", "exp", "tanh", "sin", "cos", "abs", "sum_bcast", "square", "cube", "copy", "relayout", "bsum",
                  "rev2"]
-REASSOC_BINARY = ["add", "sub", "mul", "addc", "mulc", "subc", "divc", "add_self", "csub"]
+REASSOC_BINARY = ["add", "sub", "mul", "addc", "mulc", "subc", "divc", "add_self", "csub", "fma", "fmac", "negsub"]
 
 
 def _pw(a, k):
@@ -563,6 +564,9 @@ BINARY_OPS = {
     "addc": lambda a, b, k: a + k, "mulc": lambda a, b, k: a * k, "subc": lambda a, b, k: a - k,
     "csub": lambda a, b, k: k - a, "cdiv": lambda a, b, k: k / a, "divc": lambda a, b, k: a / k,
     "divc_nz": lambda a, b, k: a / (k or 3.0), "add_self": lambda a, b, k: a + a,
+    "fma": lambda a, b, k: L.bind("muladd", a, b, splat(k, a.shape, a.dtype)),   # a*b + k
+    "fmac": lambda a, b, k: L.bind("muladd", a, splat(k, a.shape, a.dtype), b),  # a*k + b
+    "negsub": lambda a, b, k: (-a) - a,
 }
 
 
@@ -652,7 +656,7 @@ def test_property_close_with_reassociation(instrs, x, y):
         assert close(a, c, scale), (a, c, scale, s.dump())
 
 
-POLY_BINARY = ["add", "sub", "mul", "addc", "mulc", "subc", "csub", "add_self", "divc_nz", "pow2"]
+POLY_BINARY = ["add", "sub", "mul", "addc", "mulc", "subc", "csub", "add_self", "divc_nz", "pow2", "fma", "fmac"]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -682,10 +686,15 @@ def test_rosenbrock_hessian_graph_size_independent_of_n():
         return np.sum(100.0 * (b - a * a) ** 2 + (1.0 - a) ** 2)
 
     sizes = []
-    for n in (6, 20, 60):
+    for n in (6, 20, 60, 1000, 10000):
         x = np.linspace(-1.0, 1.5, n)
         g = sg.trace(sg.hessian(rosen), x)
         s = simplify(g)
+        sizes.append(len(s))
+        # the identity basis stays structural, eq(iota[:, None], iota[None, :]): no n x n constant
+        assert max(n.size for n in s.toposort() if n.op.name == "constant") <= n
+        if n > 60:
+            continue  # dense n x n results: values checked on the small sizes
         np.testing.assert_array_equal(s.evaluate(x), g.evaluate(x))
         a, b = x[0::2], x[1::2]
         h = np.zeros((n, n))
@@ -694,5 +703,25 @@ def test_rosenbrock_hessian_graph_size_independent_of_n():
         h[i, i + 1] = h[i + 1, i] = -400.0 * a
         h[i + 1, i + 1] = 200.0
         np.testing.assert_allclose(s.evaluate(x), h, rtol=1e-12, atol=1e-12)
-        sizes.append(len(s))
-    assert sizes[0] == sizes[1] == sizes[2] < 40
+    assert len(set(sizes)) == 1 and sizes[0] < 40, sizes
+
+
+def test_broadcast_of_a_constant_array_is_not_materialized():
+    with Builder() as b:
+        x = inp((3, 4))
+        c = L.broadcast_to(const([[1.0], [2.0], [3.0]]), (3, 4))
+        (r,) = simp(b, [x], [x * c])
+        assert r.inputs[1] is c  # kept as a view, not folded into a 3 x 4 constant
+        (r,) = simp(b, [x], [x * L.bind("exp", c)])  # exp moves inside the broadcast and folds there
+        assert r.inputs[1].op.name == "broadcast_to" and r.inputs[1].inputs[0].size == 3
+        np.testing.assert_array_equal(r.inputs[1].inputs[0].attr("value").array, np.exp([[1.0], [2.0], [3.0]]))
+
+
+def test_constant_array_with_splat_operand_folds():
+    with Builder() as b:
+        x = inp((3,))
+        c = const([1.0, 2.0, 4.0])
+        (r,) = simp(b, [x], [x * (c + 1.0)])  # c + broadcast(1.0) is a constant
+        np.testing.assert_array_equal(r.inputs[1].attr("value").array, [2.0, 3.0, 5.0])
+        (r,) = simp(b, [x], [x + snp.sum(L.constant(np.arange(100.0)))], fold_limit=10)
+        assert r.inputs[1] is splat(4950.0, (3,))  # a small result of a large constant folds

@@ -360,3 +360,28 @@ def _rand_impl(key, *, shape, salt, dtype):
 register(Op("random_uniform", 1, "elementwise", _rand_shape, _rand_dtype, _rand_impl, differentiable=False,
             doc="counter-based uniform [0,1) bits from an integer key (attrs shape, salt, dtype); "
                 "regenerated, never stored"))
+
+# ----- muladd: a*b + c with two roundings (made by simplify's polynomial stage) -----
+
+
+def _muladd_impl(a, b, c):
+    # Two roundings, never a fused multiply-add: bit for bit equal to mul then add,
+    # NaN, inf and the sign of zero included.
+    return np.add(np.multiply(a, b), c)
+
+
+def _muladd_vjp(ct, node):
+    a, b, _ = node.inputs
+    return (ct * b, ct * a, ct)
+
+
+def _muladd_jvp(t, node):
+    a, b, _ = node.inputs
+    ta, tb, tc = t
+    prod = _add_jvp((None if ta is None else ta * b, None if tb is None else a * tb), node)
+    return _add_jvp((prod, tc), node)
+
+
+register(Op("muladd", 3, "elementwise", same_shape, float_only, _muladd_impl, _muladd_vjp, _muladd_jvp,
+            doc="a*b + c rounded twice (equal to mul then add, not a fused multiply-add); "
+                "the Horner steps of simplify's polynomial stage"))

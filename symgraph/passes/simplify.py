@@ -6,11 +6,14 @@ outputs do not reach (dead code elimination), removes the `copy` nodes that
 transformations insert, folds constants with each op's own NumPy
 implementation, and rewrites nodes through `RULES`, small functions keyed by op
 name, each commented with its identity. A second stage (`polynomial_pass`)
-brings elementwise add/sub/neg/mul regions into a canonical sum of monomials,
-collects like terms and re-emits the polynomial in Horner form; this is what
-keeps nested derivatives small (the n-th derivative of tanh is a polynomial of
-degree n + 1 in tanh x). The stages form a flat pipeline, `PIPELINE`, run
-until nothing changes.
+brings elementwise add/sub/neg/mul/muladd regions into a canonical sum of
+monomials, collects like terms and re-emits the polynomial in Horner form, one
+`muladd` (a*b + c rounded twice, bit for bit equal to mul then add) per step
+and Horner in v*v for even and odd polynomials; this is what keeps nested
+derivatives small (the n-th derivative of tanh is a polynomial of degree n + 1
+in tanh x). The stages form a flat pipeline, `PIPELINE`, run until nothing
+changes. `broadcast_to` of a constant is never folded, so the identity basis
+of jacobian/hessian stays structural and their graph sizes do not depend on n.
 
 Semantics. Rules are exact (bit for bit, NaN, inf and the sign of zero
 included) unless they belong to one of two opt-in classes:
@@ -146,15 +149,14 @@ class _PassBuilder(Builder):
         already in the table is returned instead (CSE).
         """
         ins = node.inputs
-        if len(inputs) != len(ins) or any(a is not b for a, b in zip(inputs, ins)) or (
-                len(ins) == 2 and node.op.name in _COMMUTATIVE and _order_key(ins[1]) < _order_key(ins[0])):
+        if len(inputs) != len(ins) or any(a is not b for a, b in zip(inputs, ins)) or _swapped(node.op.name, ins):
             return self.make(node.op, inputs, node.attrs, node.tag)
         return Builder.adopt(self, node)
 
     def make(self, op: Any, inputs: Iterable[Node] = (), attrs: Any = None, tag: Any = None) -> Node:
         inputs = tuple(inputs)
-        if len(inputs) == 2 and op.name in _COMMUTATIVE and _order_key(inputs[1]) < _order_key(inputs[0]):
-            inputs = (inputs[1], inputs[0])
+        if _swapped(op.name, inputs):
+            inputs = (inputs[1], inputs[0]) + inputs[2:]
         if self._meta.location is None:
             n = self.interned()
             node = Builder.make(self, op, inputs, attrs, tag)
@@ -162,6 +164,13 @@ class _PassBuilder(Builder):
                 set_meta(node, self._meta)  # no location: do not keep the placeholder
             return node
         return Builder.make(self, op, inputs, attrs, tag)
+
+
+def _swapped(name: str, ins: tuple) -> bool:
+    """Whether the commutative operands of a node (both of add, mul, ...; a and b of muladd(a, b, c)) are out of order."""
+    if len(ins) == 2:
+        return name in _COMMUTATIVE and _order_key(ins[1]) < _order_key(ins[0])
+    return len(ins) == 3 and name == "muladd" and _order_key(ins[1]) < _order_key(ins[0])
 
 
 def _order_key(x: Node) -> tuple[int, int]:
@@ -299,6 +308,8 @@ def _maybe_neg_zero(x: Node, depth: int = 0) -> bool:
         return _maybe_neg_zero(x.inputs[0], depth + 1) and _maybe_neg_zero(x.inputs[1], depth + 1)
     if name == "sub":  # a - b is -0 only if a is -0
         return _maybe_neg_zero(x.inputs[0], depth + 1)
+    if name == "muladd":  # a*b + c is -0 only if c is -0
+        return _maybe_neg_zero(x.inputs[2], depth + 1)
     if name == "mul" and x.inputs[0] is x.inputs[1]:
         return False  # x*x >= +0
     if name in _RESHAPES or name in ("broadcast_to", "transpose", "slice", "gather", "copy", "stop_gradient"):
@@ -371,23 +382,33 @@ def identity_wrapper(node: Node, ins: tuple) -> Node | None:
 @rule("*")
 def fold_constants(node: Node, ins: tuple) -> Node | None:
     # op(c1, c2, ...) -> constant  (the op's own NumPy implementation; results up to fold_limit elements)
-    if not ins or node.op.name in _NO_FOLD or node.op.kind == "opaque":
+    # broadcast_to(constant) is never folded: a 0-d constant broadcast is the canonical splat, and
+    # a broadcast array is a view that folding would materialize (n -> n*n elements for the identity
+    # basis eq(iota[:, None], iota[None, :]) of jacobian/hessian, which so stays structural, its
+    # node count independent of n)
+    if not ins or node.op.name in _NO_FOLD or node.op.kind == "opaque" or node.op is _BCAST:
         return None
-    if node.op is _BCAST and ins[0].op is _CONST and ins[0].attrs[0][1].array.ndim == 0:
-        return None  # broadcast_to(0-d constant) is the canonical splat
+    limit = _run().options.fold_limit
     vals = []
+    splats = False
     for x in ins:
         a = _const_array(x)
         if a is None:
-            return None
+            s = _splat(x)  # a splat operand next to a constant array: c + 1.0 folds too
+            if s is None:
+                return None
+            a = np.broadcast_to(s, x.shape)  # a view; copied below when small enough to fold
+            splats = True
         vals.append(a)
-    if node.size > _run().options.fold_limit and node.op is not _BCAST:
+    if splats and all(x.op is not _CONST for x in ins):
+        return None  # all splats: fold_splats
+    if node.size > limit or (splats and any(a.size > limit for a in vals)):
         return None
+    if splats:
+        vals = [np.array(a) for a in vals]  # writable arrays for every impl
     with np.errstate(all="ignore"):
         v = np.asarray(node.op.impl(*vals, **node.params), dtype=node.dtype)
     if v.shape != node.shape:  # pragma: no cover - an impl/shape-rule mismatch
-        return None
-    if v.size > _run().options.fold_limit and not _uniform(v):
         return None
     return _constant(v, node.dtype)
 
@@ -562,6 +583,15 @@ def sub_neg(node: Node, ins: tuple) -> Node | None:
 
 
 @rule("sub")
+def sub_neg_self(node: Node, ins: tuple) -> Node | None:
+    # (-x) - x -> x * (-2)   (exact: -x - x = -(x + x), with inf, NaN and -0.0 included)
+    a, b = ins
+    if _is(a, "neg") and a.inputs[0] is b and _single(a) and node.dtype.kind == "f":
+        return _mk("mul", b, _splat_like(-2, b))
+    return None
+
+
+@rule("sub")
 def sub_self(node: Node, ins: tuple) -> Node | None:
     # x - x -> 0   (assume_finite only: inf - inf = NaN)
     a, b = ins
@@ -634,6 +664,24 @@ def mul_constants(node: Node, ins: tuple) -> Node | None:
     if not (np.isfinite(c) and abs(c) >= np.finfo(node.dtype).tiny):
         return None  # the combined constant would overflow or underflow
     return _mk("mul", a.inputs[0], _constant(c, node.dtype, node.shape))
+
+
+@rule("muladd")
+def muladd_simple(node: Node, ins: tuple) -> Node | None:
+    # muladd(a, 1, c) -> a + c ;  muladd(a, -1, c) -> c - a ;  muladd(a, b, -0.0) -> a * b ;
+    # muladd(a, b, +0.0) -> a * b when a*b cannot be -0.0 (a is b) ;  muladd(a, 0, c) -> c (assume_finite)
+    a, b, c = ins
+    for x, y in ((a, b), (b, a)):
+        if _is_value(y, 1):
+            return _mk("add", x, c)
+        if _is_value(y, -1):
+            return _mk("sub", c, x)
+    fin = _run().options.assume_finite
+    if _is_neg_zero(c) or (_is_pos_zero(c) and (fin or a is b)):
+        return _mk("mul", a, b)
+    if fin and (_is_zero(a) or _is_zero(b)):
+        return c
+    return None
 
 
 @rule("div")
@@ -867,8 +915,8 @@ def _rewrite_node(node: Node, ins: tuple, run: _Run) -> Node:
     for _ in range(MAX_LOCAL_STEPS):
         if node.tag is not None or not ins:
             break
-        if len(ins) == 2 and node.op.name in _COMMUTATIVE and _order_key(ins[1]) < _order_key(ins[0]):
-            ins = (ins[1], ins[0])
+        if _swapped(node.op.name, ins):
+            ins = (ins[1], ins[0]) + ins[2:]
         for fn in _rules_for(node, ins):
             r = fn(node, ins)
             if r is not None and r is not node:
@@ -1022,6 +1070,8 @@ def _bounded_atom(x: Node, bound: dict[int, float]) -> float:
         return b[0] + b[1]
     if name == "mul":
         return b[0] * b[1] if b[0] and b[1] else 0.0
+    if name == "muladd":
+        return (b[0] * b[1] if b[0] and b[1] else 0.0) + b[2]
     if name == "div":
         s = _splat(x.inputs[1])
         return b[0] / abs(float(s)) if s is not None and s != 0 else math.inf
@@ -1045,11 +1095,11 @@ def _bounded_atom(x: Node, bound: dict[int, float]) -> float:
 
 
 def _poly_role(x: Node) -> int:
-    """0: not a polynomial op; 1: add/sub/neg/mul; 2: div by constant; 3: pow by small integer."""
+    """0: not a polynomial op; 1: add/sub/neg/mul/muladd; 2: div by constant; 3: pow by small integer."""
     if x.tag is not None or x.dtype.kind != "f":
         return 0
     name = x.op.name
-    if name in ("add", "sub", "mul", "neg"):
+    if name in ("add", "sub", "mul", "neg", "muladd"):
         return 1
     if name == "div":
         s = _splat(x.inputs[1])
@@ -1073,13 +1123,13 @@ class _DryRun:
     def const(self, c: float) -> Any:
         return ("const", c)
 
-    def op(self, name: str, a: Any, b: Any = None) -> Any:
-        if name in ("add", "mul") and repr(b) < repr(a):
+    def op(self, name: str, a: Any, b: Any = None, c: Any = None) -> Any:
+        if name in ("add", "mul", "muladd") and repr(b) < repr(a):
             a, b = b, a
-        k = (name, a, b)
+        k = (name, a, b, c)
         if k not in self.keys:
             self.keys[k] = len(self.keys)
-            if not (a[0] == "const" and (b is None or b[0] == "const")):
+            if not all(x is None or x[0] == "const" for x in (a, b, c)):
                 self.ops += 1
         return ("op", self.keys[k])
 
@@ -1087,22 +1137,32 @@ class _DryRun:
 class _NodeFactory:
     """Emission factory that builds nodes of one shape and dtype in the pass builder."""
 
-    def __init__(self, atoms: list[Node], like: Node):
-        self.atoms = atoms
+    def __init__(self, atoms: list[Node], new: dict[int, Node], like: Node):
+        self.atoms = atoms  # all atoms of the pass, numbered; `new` maps id(old) -> rewritten node
+        self.new = new
         self.like = like
 
     def atom(self, i: int) -> Node:
-        return self.atoms[i]
+        a = self.atoms[i]
+        return self.new.get(id(a), a)
 
     def const(self, c: float) -> Node:
         return _splat_like(c, self.like)
 
-    def op(self, name: str, a: Node, b: Node | None = None) -> Node:
-        return _mk(name, a) if b is None else _mk(name, a, b)
+    def op(self, name: str, a: Node, b: Node | None = None, c: Node | None = None) -> Node:
+        return _mk(name, a) if b is None else _mk(name, a, b) if c is None else _mk(name, a, b, c)
 
 
 def _emit(p: dict, F: Any) -> Any:
-    """Build polynomial p with multivariate Horner (greedy variable order), signs folded into add/sub.
+    """Build polynomial p with multivariate Horner (greedy variable order) and muladd steps.
+
+    Each Horner step acc * v**k + rest is one `muladd` (a*b + c, rounded twice,
+    so equal bit for bit to mul then add). Gaps between the exponents of v are
+    powers of v built once and shared, so an even or odd polynomial in t comes
+    out in s = t*t: 2t^3 - 2t = t * muladd(s, 2, -2). Constant coefficients
+    stay inside the steps (the leading one is the multiplier of the innermost
+    step, never a separate scaling) and signs of non-constant parts are folded
+    into add/sub where possible.
 
     Returns a handle of the factory F. Each recursion level either lowers the
     degree of every monomial it keeps (the groups with v) or drops at least one
@@ -1125,31 +1185,54 @@ def _emit(p: dict, F: Any) -> Any:
             powers[key] = h
         return h
 
-    # signed handles: (h, s) means s * h; h None means the constant 1
-    def smul(x: tuple, y: tuple) -> tuple:
-        (a, sa), (b, sb) = x, y
-        if a is None:
-            return (b, sa * sb)
-        if b is None:
-            return (a, sa * sb)
-        return (F.op("mul", a, b), sa * sb)
+    # values: (None, c) is the constant c; (h, s) is s * h with s = +1 or -1
 
-    def sadd(x: tuple, y: tuple) -> tuple:
+    def add(x: tuple, y: tuple) -> tuple:
+        """x + y."""
+        if x[0] is None:
+            x, y = y, x
         (a, sa), (b, sb) = x, y
         if a is None:
-            a = F.const(1.0)
-        if b is None:
-            b = F.const(1.0)
+            return (None, sa + sb)
+        if b is None:  # sa*a + c
+            if sb == 0:
+                return x
+            if sa > 0:
+                return (F.op("add", a, F.const(sb)), 1) if sb > 0 else (F.op("sub", a, F.const(-sb)), 1)
+            return (F.op("sub", F.const(sb), a), 1)
         if sa == sb:
             return (F.op("add", a, b), sa)
         return (F.op("sub", a, b), 1) if sa > 0 else (F.op("sub", b, a), 1)
 
+    def scale(x: tuple, q: Any) -> tuple:
+        """x * q for a power handle q."""
+        a, sa = x
+        if a is not None:
+            return (F.op("mul", a, q), sa)
+        if abs(sa) == 1:
+            return (q, sa)
+        return (F.op("mul", q, F.const(sa)), 1)
+
+    def muladd(x: tuple, q: Any, y: tuple) -> tuple:
+        """x * q + y for a power handle q: one muladd unless it is a plain add/mul."""
+        (a, sa), (b, sb) = x, y
+        if a is None:  # constant sa
+            if abs(sa) == 1:
+                return add((q, sa), y)
+            if b is None:
+                return scale(x, q) if sb == 0 else (F.op("muladd", q, F.const(sa), F.const(sb)), 1)
+            return (F.op("muladd", q, F.const(sa * sb), b), sb)  # sb*(q*(sa*sb) + b)
+        if b is None:
+            return scale(x, q) if sb == 0 else (F.op("muladd", a, q, F.const(sa * sb)), sa)  # sa*(a*q + sa*c)
+        if sa == sb:
+            return (F.op("muladd", a, q, b), sa)
+        return add(scale(x, q), y)
+
     def rec(q: dict) -> tuple:
         if not q:
-            return (F.const(0.0), 1)
+            return (None, 0.0)
         if len(q) == 1 and () in q:
-            c = q[()]
-            return (None if abs(c) == 1 else F.const(abs(c)), 1 if c > 0 else -1)
+            return (None, q[()])
         freq: Counter = Counter()
         for m in q:
             for v, _ in m:
@@ -1168,15 +1251,14 @@ def _emit(p: dict, F: Any) -> Any:
         ks = sorted(groups, reverse=True)
         acc = rec(groups[ks[0]])
         for i in range(1, len(ks)):
-            acc = smul(acc, (power(v, ks[i - 1] - ks[i]), 1))
-            acc = sadd(acc, rec(groups[ks[i]]))
+            acc = muladd(acc, power(v, ks[i - 1] - ks[i]), rec(groups[ks[i]]))
         if ks[-1] > 0:
-            acc = smul(acc, (power(v, ks[-1]), 1))
+            acc = scale(acc, power(v, ks[-1]))
         return acc
 
     h, s = rec(p)
     if h is None:
-        h = F.const(1.0)
+        return F.const(s)
     return F.op("neg", h) if s < 0 else h
 
 
@@ -1270,6 +1352,8 @@ def polynomial_pass(graph: Graph, run: _Run) -> Graph:
             p = _pscale(ps[0], -1.0)
         elif name == "mul":
             p = _pmul(ps[0], ps[1])
+        elif name == "muladd":
+            p = _padd(_pmul(ps[0], ps[1]), ps[2])
         elif name == "div":
             p = _pscale(ps[0], 1.0 / float(_splat(n.inputs[1])))
         else:  # pow
@@ -1294,7 +1378,7 @@ def polynomial_pass(graph: Graph, run: _Run) -> Graph:
             _emit(p, dry)
             if dry.ops < size[k] and _safe_region(n, p, owner, role, bound, atom_ix, atoms, fin):
                 b.cur_meta = meta(n)
-                h = _emit(p, _NodeFactory([new.get(id(a), a) for a in atoms], n))
+                h = _emit(p, _NodeFactory(atoms, new, n))
                 new[k] = h
                 run.stats["polynomial"] += 1
                 run.changes += 1
