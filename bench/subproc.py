@@ -77,7 +77,9 @@ def child_main(argv: list[str]) -> int:
     ``step`` (zero-argument callable running one training step and returning
     its output; None for the baseline), ``check`` (output -> dict of NumPy
     arrays to compare), ``hold`` (anything to keep alive), optional
-    ``planned_peak`` (bytes) and ``reps`` (number of timed steps).
+    ``planned_peak`` (bytes, or any JSON value), ``reps`` (number of timed
+    steps) and ``before_steps`` (zero-argument callable run after the check,
+    right before ``rss_before_steps`` is read).
     """
     module, system, variant, cfg_json, outdir = argv
     cfg = json.loads(cfg_json)
@@ -111,6 +113,9 @@ def child_main(argv: list[str]) -> int:
     answer = sys.stdin.readline().strip()
     if answer != "GO":
         return 0
+    before = setup.get("before_steps")
+    if before is not None:  # optional: e.g. drop caches, gc, malloc_trim (W6's step peak)
+        before()
     rss_before = read_status_bytes("VmRSS")
     reset = _reset_peak()
     times = []

@@ -13,14 +13,35 @@ Bernoulli(0.9) / 0.9 arrays drawn once by NumPy and passed in as inputs.
 The check compares the first step's loss and gradients with a float64
 hand-written NumPy reference.
 
-Two tables: time per step in one process (systems interleaved, with and
-without checkpointing each block), and time + memory with one fresh process
-per variant (as in W4).
+Variants: no checkpointing; "+ckpt", every block checkpointed
+(`sg.checkpoint` / `jax.checkpoint` / `torch.utils.checkpoint`); and for
+symgraph "+sqrt", the whole training step compiled with
+`sg.compile(step, checkpoint="sqrt")` (no annotation in the model).
+
+Two tables: time per step in one process (systems interleaved), and time +
+memory with fresh processes per variant (as in W4). The memory column to
+compare across systems is "step peak", measured the same way for every
+system in a second fresh process per variant started with
+MALLOC_MMAP_THRESHOLD_=131072 (glibc then maps every allocation of 128 KiB
+or more and unmaps it when it is freed, so resident memory follows the live
+buffers instead of what the allocator keeps). After the first (checked)
+step, the system gives back what it caches between steps (symgraph: its
+arena; see `_release`), then ``gc.collect()`` and ``malloc_trim(0)``; what
+stays resident is parameters, optimizer state, inputs, code and runtime.
+"step peak" is the peak RSS during the next steps minus that. For
+symgraph it counts the arena (allocated again by the first of those steps)
+and the fresh outputs (gradients, loss); for every system it counts the
+gradients, all temporaries and allocator overhead: measured, not planned.
+Times come from a first fresh process with the default allocator.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
+import os
+from typing import Any
 
 import numpy as np
 
@@ -265,14 +286,56 @@ class NumpyAdamW:
 
 # --------------------------------------------------------------------------- systems (used in-process and in children)
 
-def setup(system: str, ckpt: bool, cfg: dict, data: dict | None = None) -> dict:
+def _malloc_trim() -> None:
+    """Return freed heap pages to the OS (glibc ``malloc_trim(0)``; a no-op elsewhere)."""
+    import ctypes
+    import ctypes.util
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _release(system: str, cache: Any = None) -> None:
+    """Before the timed steps: drop what the system caches between steps, collect, trim the heap.
+
+    symgraph's compiled step allocates its arena (all intermediates) on its
+    first call and keeps it for the next calls; it is dropped here so that
+    the first timed step allocates it again and the step peak counts it.
+    The other systems keep nothing between steps (their parameters and
+    optimizer state stay held). Then ``gc.collect()`` and ``malloc_trim(0)``
+    for every system, so freed memory left in the heap by the first step is
+    not counted as held.
+    """
+    import gc
+    if system == "symgraph" and cache is not None:
+        exe = cache._current().exe  # the compiled signature's executable
+        pool = exe._pool  # codegen.runtime.Executable's arena pool (a list)
+        if not isinstance(pool, list):
+            raise TypeError("codegen's arena pool changed; update bench.w6_transformer._release")
+        pool.clear()
+    gc.collect()
+    _malloc_trim()
+
+
+def setup(system: str, ckpt: bool | str, cfg: dict, data: dict | None = None) -> dict:
     """Build one system's training step.
+
+    Args:
+        system: "numpy", "symgraph", "autograd", "jax" or "torch".
+        ckpt: False (none), True (every block checkpointed) or "sqrt"
+            (symgraph only: ``sg.compile(step, checkpoint="sqrt")``).
+        cfg: sizes (FULL or QUICK).
+        data: `make_data(cfg)` (made when None).
 
     Returns:
         dict with ``step`` (zero-argument callable: one step with AdamW
         update; returns ``(loss, grads)`` of that step), ``hold`` (the
-        parameters and inputs), and ``check`` (output -> dict of arrays).
+        parameters and inputs), ``check`` (output -> dict of arrays) and
+        ``before_steps`` (called once before the timed steps, see `_release`).
     """
+    if ckpt == "sqrt" and system != "symgraph":
+        raise ValueError(f"checkpoint='sqrt' is a symgraph variant, not one of {system}")
     data = data or make_data(cfg)
     p = {k: v.copy() for k, v in data["params"].items()}
     x, y, masks = data["x"], data["y"], data["masks"]
@@ -287,12 +350,12 @@ def setup(system: str, ckpt: bool, cfg: dict, data: dict | None = None) -> dict:
             loss, g = numpy_loss_grad(p, x, y, masks, cfg, mask)
             opt.update(g)
             return loss, g
-        return {"step": step, "hold": (p, x, y, masks), "check": check}
+        return {"step": step, "hold": (p, x, y, masks), "check": check, "before_steps": lambda: _release(system)}
     if system == "symgraph":
         # the whole step (loss, gradients, AdamW) is one compiled graph; parameters and moments are donated
         import symgraph as sg
         import symgraph.numpy as snp
-        wrap = sg.checkpoint if ckpt else None
+        wrap = sg.checkpoint if ckpt is True else None
         vg = sg.value_and_grad(lambda p, x, y, masks: loss_fn(snp, p, x, y, masks, cfg, mask, wrap))
 
         def sstep(p, m, v, t, x, y, masks):
@@ -303,15 +366,25 @@ def setup(system: str, ckpt: bool, cfg: dict, data: dict | None = None) -> dict:
             c1, c2 = 1 - BETA1 ** t, 1 - BETA2 ** t
             p = {k: p[k] * np.float32(1 - LR * WD) - (LR / c1) * m[k] / (snp.sqrt(v[k] / c2) + EPS) for k in p}
             return p, m, v, t, loss, g  # outputs pair with donated leaves in order: p, m, v update in place
-        cf = sg.compile(sstep, donate_argnums=(0, 1, 2))
+        cf = sg.compile(sstep, donate_argnums=(0, 1, 2), checkpoint="sqrt" if ckpt == "sqrt" else None)
         st = {"p": p, "m": {k: np.zeros_like(a) for k, a in p.items()},
               "v": {k: np.zeros_like(a) for k, a in p.items()}, "t": np.zeros((), np.float32)}
 
         def step():
             st["p"], st["m"], st["v"], st["t"], loss, g = cf(st["p"], st["m"], st["v"], st["t"], x, y, masks)
             return loss, g
-        return {"step": step, "hold": (st, x, y, masks), "check": check,
-                "planned_peak": lambda: cf.stats.get("peak_bytes")}
+
+        def planned():
+            # the backend's plan: peak of live intermediates and outputs; a call holds the arena
+            # plus its fresh output arrays (allocated before the call; donated outputs excluded)
+            from symgraph.passes.checkpoint import checkpoint_stats
+            exe = cf._current().exe
+            fresh = sum(int(np.prod(sh)) * np.dtype(dt).itemsize for sh, dt in exe.out_buffers)
+            return {"peak": cf.stats.get("peak_bytes"), "arena+outputs": cf.stats.get("arena_bytes", 0) + fresh,
+                    "plan": checkpoint_stats(cf.graph).get("checkpoint", "none")}
+
+        return {"step": step, "hold": (st, x, y, masks), "check": check, "planned_peak": planned,
+                "before_steps": lambda: _release(system, cf)}
     if system == "autograd":
         import autograd
         import autograd.numpy as anp
@@ -322,7 +395,7 @@ def setup(system: str, ckpt: bool, cfg: dict, data: dict | None = None) -> dict:
             loss, g = vg(p)
             opt.update(g)
             return loss, g
-        return {"step": step, "hold": (p, x, y, masks), "check": check}
+        return {"step": step, "hold": (p, x, y, masks), "check": check, "before_steps": lambda: _release(system)}
     if system == "jax":
         from .common import import_jax
         jax, jnp = import_jax()
@@ -330,7 +403,8 @@ def setup(system: str, ckpt: bool, cfg: dict, data: dict | None = None) -> dict:
         wrap = jax.checkpoint if ckpt else None
         vg = jax.value_and_grad(lambda p, x, y, masks: loss_fn(jnp, p, x, y, masks, cfg, mask, wrap))
 
-        @jax.jit
+        # parameters and moments donated, as for symgraph: updated in place, no new buffers per step
+        @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
         def jstep(p, m, v, t, x, y, masks):
             loss, g = vg(p, x, y, masks)
             t = t + 1
@@ -349,7 +423,7 @@ def setup(system: str, ckpt: bool, cfg: dict, data: dict | None = None) -> dict:
             loss, g, st["p"], st["m"], st["v"], st["t"] = jax.block_until_ready(
                 jstep(st["p"], st["m"], st["v"], st["t"], xj, yj, mj))
             return loss, g
-        return {"step": step, "hold": (st, xj, yj, mj), "check": check}
+        return {"step": step, "hold": (st, xj, yj, mj), "check": check, "before_steps": lambda: _release(system)}
     if system == "torch":
         import torch
         from torch.utils.checkpoint import checkpoint
@@ -365,16 +439,16 @@ def setup(system: str, ckpt: bool, cfg: dict, data: dict | None = None) -> dict:
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(ops, pt_, xt, yt, mt, cfg, maskt, wrap)
             loss.backward()
-            g = {k: v.grad.detach().clone() for k, v in pt_.items()}
+            g = {k: v.grad for k, v in pt_.items()}  # AdamW does not modify them; freed by the next zero_grad
             opt.step()
             return loss.detach(), g
-        return {"step": step, "hold": (pt_, xt, yt, mt),
+        return {"step": step, "hold": (pt_, xt, yt, mt), "before_steps": lambda: _release(system),
                 "check": lambda out: check((out[0].numpy(), {k: v.numpy() for k, v in out[1].items()}))}
     raise ValueError(f"unknown system {system!r}")
 
 
 def child_setup(system: str, variant: str, cfg: dict) -> dict:
-    """Subprocess entry (see `bench.subproc`): variant "baseline", "none" or "ckpt"."""
+    """Subprocess entry (see `bench.subproc`): variant "baseline", "none", "ckpt" or "sqrt"."""
     if variant == "baseline":
         data = make_data(cfg)
         if system == "symgraph":
@@ -388,8 +462,9 @@ def child_setup(system: str, variant: str, cfg: dict) -> dict:
             data = {k: torch.from_numpy(v) for k, v in data["params"].items()}, data
         elif system == "autograd":
             import autograd  # noqa: F401
+        _release(system)  # as before the timed steps of a variant (gc, malloc_trim)
         return {"step": None, "hold": data}
-    out = setup(system, variant == "ckpt", cfg)
+    out = setup(system, _CKPT[variant], cfg)
     out["reps"] = cfg["reps"]
     return out
 
@@ -402,12 +477,35 @@ def _reference(cfg: dict, data: dict):
     return {"loss": np.asarray(loss), **g}
 
 
-VARIANTS = [("symgraph", False), ("symgraph", True), ("numpy", False), ("jax", False), ("jax", True),
-            ("autograd", False), ("torch", False), ("torch", True)]
+#: glibc mmap threshold (bytes) of the memory-measuring child processes (see `run`).
+MMAP_THRESHOLD = 131072
+#: timed steps of the memory-measuring child processes.
+MEMORY_REPS = 3
 
 
-def _name(system: str, ckpt: bool) -> str:
-    return system + ("+ckpt" if ckpt else "")
+@contextlib.contextmanager
+def _environ(**kv: str):
+    """Set environment variables for the child processes started inside the block."""
+    old = {k: os.environ.get(k) for k in kv}
+    os.environ.update(kv)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+#: variant -> the `setup` argument: none, every block checkpointed, sg.compile(checkpoint="sqrt")
+_CKPT = {"none": False, "ckpt": True, "sqrt": "sqrt"}
+VARIANTS = [("symgraph", "none"), ("symgraph", "ckpt"), ("symgraph", "sqrt"), ("numpy", "none"),
+            ("jax", "none"), ("jax", "ckpt"), ("autograd", "none"), ("torch", "none"), ("torch", "ckpt")]
+
+
+def _name(system: str, variant: str) -> str:
+    return system + ("" if variant == "none" else "+" + variant)
 
 
 def run(settings: Settings) -> WorkloadResult:
@@ -418,18 +516,19 @@ def run(settings: Settings) -> WorkloadResult:
     scale = max(float(np.abs(v).max()) for v in ref.values())
     rtol, atol = 2e-3, 2e-5 * scale
 
-    def sys_of(system, ckpt):
+    def sys_of(system, variant):
         def prepare():
             if system in ("jax", "torch", "autograd"):
                 __import__(system)                      # ImportError -> "missing"
-            return lambda: setup(system, ckpt, cfg, data)["step"]
-        return System(_name(system, ckpt), prepare, peer=system != "symgraph")
+            return lambda: setup(system, _CKPT[variant], cfg, data)["step"]
+        return System(_name(system, variant), prepare, peer=system != "symgraph")
 
     ref_out = (ref["loss"], {k: v for k, v in ref.items() if k != "loss"})
     t1 = run_case(settings, "time per step, one process (interleaved)", (), ref_out,
                   [sys_of(s, c) for s, c in VARIANTS], rtol=rtol, atol=atol,
-                  notes=["+ckpt: every block checkpointed (sg.checkpoint / jax.checkpoint / "
-                         "torch.utils.checkpoint.checkpoint(use_reentrant=False))",
+                  notes=[("+ckpt: every block checkpointed (sg.checkpoint / jax.checkpoint / "
+                          "torch.utils.checkpoint.checkpoint(use_reentrant=False)); +sqrt: the whole step "
+                          "compiled with sg.compile(step, checkpoint=\"sqrt\"), no annotation"),
                          "check: first step's loss and all gradients vs float64 hand-written NumPy"])
     from .subproc import run_variant
 
@@ -439,8 +538,8 @@ def run(settings: Settings) -> WorkloadResult:
 
     timeout = 120.0 if settings.quick else 900.0
     baselines, rows, none_med = {}, [], {}
-    for system, ckpt in VARIANTS:
-        row = Row(_name(system, ckpt))
+    for system, variant in VARIANTS:
+        row = Row(_name(system, variant))
         rows.append(row)
         if settings.systems is not None and row.system not in settings.systems and system not in settings.systems:
             row.status, row.message = "skipped", "not selected (--systems)"
@@ -452,8 +551,16 @@ def run(settings: Settings) -> WorkloadResult:
             row.status = "missing" if base["status"] == "missing" and system != "symgraph" else "error"
             row.message = base.get("message", "")
             continue
-        rep = run_variant(__name__, system, "ckpt" if ckpt else "none", cfg, check, timeout)
+        rep = run_variant(__name__, system, variant, cfg, check, timeout)
         log(f"  [W6] {row.system}: {rep['status']} {rep.get('message', '')}", settings)
+        if rep["status"] == "ok":
+            # the memory figure: a second fresh process in which glibc mmaps every allocation of
+            # 128 KiB or more and unmaps it when freed, so resident memory follows live buffers
+            with _environ(MALLOC_MMAP_THRESHOLD_=str(MMAP_THRESHOLD)):
+                mem = run_variant(__name__, system, variant, dict(cfg, reps=MEMORY_REPS), check, timeout)
+            log(f"  [W6] {row.system} (memory): {mem['status']} {mem.get('message', '')}", settings)
+            if mem["status"] != "ok":
+                rep = mem
         row.first_call = rep.get("first_call")
         if rep["status"] != "ok":
             row.status = "error" if rep["status"] == "missing" and system == "symgraph" else rep["status"]
@@ -461,25 +568,43 @@ def run(settings: Settings) -> WorkloadResult:
             continue
         ts = rep["times"]
         row.median, row.min, row.max, row.reps, row.number = rep["median"], min(ts), max(ts), len(ts), 1
-        row.extras["planned peak"] = fmt_bytes(rep["planned_peak"]) if rep.get("planned_peak") else "-"
-        row.extras["peak RSS - base"] = fmt_bytes(rep["peak_rss"] - base["peak_rss"])
+        plan = rep.get("planned_peak") or {}
+        row.extras["plan"] = plan.get("plan", "-")
+        row.extras["planned peak"] = fmt_bytes(plan["peak"]) if plan.get("peak") else "-"
+        row.extras["arena+outputs"] = fmt_bytes(plan["arena+outputs"]) if plan.get("arena+outputs") else "-"
+        if mem.get("step_peak") is not None and mem.get("rss_before_steps") is not None:
+            row.extras["step peak"] = fmt_bytes(mem["step_peak"] - mem["rss_before_steps"])
+            row.extras["step_peak_bytes"] = mem["step_peak"] - mem["rss_before_steps"]
         if rep.get("step_peak") is not None and rep.get("rss_before_steps") is not None:
-            row.extras["step growth"] = fmt_bytes(rep["step_peak"] - rep["rss_before_steps"])
+            # the same difference in the timing process (default malloc): freed memory the allocator
+            # keeps and fragmentation move it either way; in the JSON only
+            row.extras["step_peak_default_malloc_bytes"] = rep["step_peak"] - rep["rss_before_steps"]
+        row.extras["peak RSS - base"] = fmt_bytes(rep["peak_rss"] - base["peak_rss"])
         row.extras["peak_rss_bytes"] = rep["peak_rss"] - base["peak_rss"]
-        if not ckpt:
+        if variant == "none":
             none_med[system] = row.median
     for row in rows:
         if row.median is None:
             continue
         if none_med.get("symgraph"):
             row.ratio = row.median / none_med["symgraph"]
-        if row.system.endswith("+ckpt") and row.system[:-5] in none_med:
-            row.extras["recompute"] = f"{100 * (row.median / none_med[row.system[:-5]] - 1):+.0f}%"
+        sysname, _, var = row.system.partition("+")
+        if var and sysname in none_med:
+            row.extras["recompute"] = f"{100 * (row.median / none_med[sysname] - 1):+.0f}%"
     t2 = Table("time per step and memory, one fresh process per variant", rows,
-               extra_columns=["planned peak", "peak RSS - base", "step growth", "recompute"],
-               notes=["peak RSS - base: lifetime peak RSS (includes imports and compilation) minus a process "
-                      "holding the system, parameters and inputs; step growth: peak during the timed steps "
-                      "minus RSS before them",
+               extra_columns=["step peak", "planned peak", "arena+outputs", "peak RSS - base", "recompute"],
+               notes=["times: one fresh process per variant, default allocator",
+                      ("step peak (the memory figure to compare): a second fresh process per variant with "
+                       f"MALLOC_MMAP_THRESHOLD_={MMAP_THRESHOLD} (glibc maps every allocation of 128 KiB or "
+                       "more and unmaps it on free, so RSS follows live buffers); after the checked first step "
+                       "the system gives back what it caches between steps (symgraph: its arena), then "
+                       "gc.collect() and malloc_trim(0); step peak = peak RSS during "
+                       f"{MEMORY_REPS} steps minus RSS just before them (which holds parameters, optimizer "
+                       "state, inputs, code); it counts gradients, temporaries, symgraph's arena and outputs"),
+                      ("planned peak / arena+outputs: symgraph's plan (live intermediates and outputs / the "
+                       "arena plus the fresh output arrays a call allocates)"),
+                      ("peak RSS - base: lifetime peak of the timing process (imports, compilation) minus that "
+                       "of a process holding only the system, parameters and inputs"),
                       "baselines: " + ", ".join(f"{k} {fmt_bytes(v.get('peak_rss'))}" if v["status"] == "ok"
                                                 else f"{k} {v['status']}" for k, v in baselines.items())])
     return WorkloadResult("W6", TITLE, [t1, t2],

@@ -112,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     Returns:
         dict: "unigram_entropy", "val_losses" [(step, loss)], "train_losses",
         "sample", "seconds_per_step", "peak_bytes" {variant: planned bytes},
-        "traced_peak_bytes" {variant: bytes}, "checkpoint" (used or None), "params".
+        "traced_peak_bytes" {variant: bytes}, "arena_bytes" {variant: bytes of the native arena, None
+        on the NumPy backend}, "checkpoint" (used or None), "params".
     """
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="llvm", choices=("llvm", "numpy"))
@@ -175,6 +176,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     steps_by_variant: dict = {}
     planned: dict = {}
     traced: dict = {}
+    arenas: dict = {}
     used_checkpoint = args.checkpoint
     for v in variants:
         try:
@@ -190,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         stats = getattr(cf, "stats", {}) or {}
         steps_by_variant[v] = cf
         planned[v] = stats.get("peak_bytes")
+        arenas[v] = stats.get("arena_bytes")
         traced[v] = peak
         label = f"checkpoint={v!r}" if v else "no checkpointing"
         arena = f", native arena {mib(stats['arena_bytes'])}" if "arena_bytes" in stats else ""
@@ -257,12 +260,15 @@ def main(argv: Sequence[str] | None = None) -> dict:
         for v in variants:
             if v in traced:
                 label = f"checkpoint={v!r}" if v else "no checkpointing"
-                print(f"peak memory of one step, {label}: planned {mib(planned[v])} "
+                held = (f"; native arena (every intermediate, allocated once and reused) {mib(arenas[v])}"
+                        if arenas.get(v) is not None else "")
+                print(f"peak memory of one step, {label}: planned {mib(planned[v])}{held} "
                       f"(NumPy allocations during the step: {mib(traced[v])})")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
     print(f"process max RSS: {mib(rss)}")
     return {"unigram_entropy": h_unigram, "val_losses": val_losses, "train_losses": train_losses,
             "sample": sample, "seconds_per_step": sps, "peak_bytes": planned, "traced_peak_bytes": traced,
+            "arena_bytes": arenas,
             "checkpoint": used_checkpoint, "params": params}
 
 

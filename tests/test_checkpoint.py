@@ -559,6 +559,76 @@ def test_transformer_gradients_bitwise_equal_and_peak_lowered():
     assert C.checkpoint_stats(g3)["peak_activation_bytes"] < C.checkpoint_stats(g)["peak_activation_bytes"]
 
 
+def _training_step_case(dtype=np.float64, nl=2, d=16, B=16):
+    """A whole AdamW training step of a pre-LN transformer (loss, gradients, update), as `sg.compile` traces it."""
+    from symgraph import nn, optim
+
+    rng = np.random.default_rng(0)
+    V, T = 11, 8
+    params = nn.init_transformer(rng, V, d, 2, nl, T, dtype=dtype)
+    opt = optim.adamw(1e-3, weight_decay=0.1)
+    state = opt.init(params)
+    batch = (rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T)))
+
+    def step(params, state, batch):
+        loss, grads = sg.value_and_grad(nn.transformer_loss)(params, *batch, 2, 0.1, state["step"])
+        params, state = opt.update(grads, state, params)
+        return params, state, loss
+
+    return step, (params, state, batch)
+
+
+def test_sqrt_finds_the_chain_of_a_whole_training_step():
+    # The optimizer's work on its own state (the step counter t + 1, an output; b1 * m) is forward
+    # values outside the model; t + 1 once spanned the whole forward and hid every articulation,
+    # so "sqrt" fell back to "mincut".
+    step, args = _training_step_case()
+    g = sg.simplify(sg.trace(step, *args))
+    ref = g.evaluate(*args)
+    a = C._analyze(*C._strip_markers(g))
+    assert a.steps is not None and len(a.steps) >= 4  # a step per residual sub-block
+    none = C.checkpoint_stats(C.apply_checkpoint(g, None))
+    for s in ("sqrt", "revolve"):
+        g2 = C.apply_checkpoint(g, s)
+        st = C.checkpoint_stats(g2)
+        assert "mincut" not in st["checkpoint"], st["checkpoint"]
+        assert st["recomputed_nodes"] > 0
+        assert st["peak_bytes"] < 0.75 * none["peak_bytes"], (s, st["peak_bytes"], none["peak_bytes"])
+        assert bitwise_equal(g2.evaluate(*args), ref)
+    # the side computations (b1 * m reads only the optimizer state) are saved, with the reason
+    reasons = [why for n, why in C._residual_list(C.apply_checkpoint(g, "sqrt"))]
+    assert any(why.startswith("not part of the chain; output of mul") for why in reasons)
+
+
+def wide_residual_loss(Ws1, Ws2, x):
+    """x <- x + tanh(x @ W1) @ W2 with a hidden layer 8 times wider than the residual stream."""
+    for W1, W2 in zip(Ws1, Ws2):
+        x = x + np.tanh(x @ W1) @ W2
+    return np.sum(x * x)
+
+
+def test_sqrt_is_byte_aware_when_segment_inputs_are_small():
+    # Each block's residuals (8w wide) dwarf its input (w wide): Chen et al.'s cost, saved inputs
+    # plus the largest segment's residuals, is smallest with a segment per block, while
+    # round(sqrt(l)) equal segments keep several blocks' residuals at once.
+    rng = np.random.default_rng(0)
+    L, w, batch = 9, 4, 64
+    Ws1 = [rng.standard_normal((w, 8 * w)) / 2 for _ in range(L)]
+    Ws2 = [rng.standard_normal((8 * w, w)) / 8 for _ in range(L)]
+    x = rng.standard_normal((batch, w))
+    g = joint(wide_residual_loss, Ws1, Ws2, x)
+    ref = g.evaluate(Ws1, Ws2, x)
+    a = C._analyze(*C._strip_markers(g))
+    starts, _ = C._segment_starts(a)
+    assert len(starts) >= L - 1  # about one segment per block
+    equal = C.apply_checkpoint(g, ("sqrt", round(math.sqrt(len(a.steps)))))
+    sq = C.apply_checkpoint(g, "sqrt")
+    assert bitwise_equal(sq.evaluate(Ws1, Ws2, x), ref)
+    p_sq, p_eq = C.checkpoint_stats(sq)["peak_bytes"], C.checkpoint_stats(equal)["peak_bytes"]
+    assert p_sq < 0.8 * p_eq, (p_sq, p_eq)
+    assert "byte-aware sqrt plan" in " ".join(why for _, why in C._residual_list(sq))
+
+
 # ----- the LLVM backend: the same kernels run, so the gradients are bitwise equal -----
 #
 # `sg.compile(sg.grad(f), checkpoint=s)` (default backend "llvm") against the
@@ -661,6 +731,20 @@ def test_llvm_transformer_block_regions_float32_bitwise_equal():
     got = sg.compile(sg.grad(lambda p, tok, tg, k: nn.transformer_loss(p, tok, tg, 2, 0.1, k, blk)))(*args)
     assert bitwise_equal(got, ref)
     np.testing.assert_allclose(sg.tree_leaves(ref)[0], sg.tree_leaves(sg.grad(f)(*args))[0], rtol=1e-3, atol=1e-5)
+
+
+def test_llvm_training_step_sqrt_bitwise_equal_and_smaller_arena():
+    """A compiled AdamW step of a float32 transformer (W6's setting): "sqrt" gives the same bits in less memory."""
+    step, args = _training_step_case(np.float32, nl=2, d=32)
+    outs, stats = {}, {}
+    for s in (None, "sqrt"):
+        cf = sg.compile(step, checkpoint=s)
+        outs[s] = cf(*args)
+        stats[s] = cf.stats
+    assert bitwise_equal(outs["sqrt"], outs[None])
+    assert stats["sqrt"]["checkpoint"] == "sqrt" and stats["sqrt"]["recomputed_nodes"] > 0
+    assert stats["sqrt"]["arena_bytes"] < 0.75 * stats[None]["arena_bytes"], (stats["sqrt"]["arena_bytes"],
+                                                                               stats[None]["arena_bytes"])
 
 
 # ----- the LLVM memory plan follows the checkpoint plan -----

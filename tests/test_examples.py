@@ -175,7 +175,9 @@ def test_transformer_checkpoint_option_reports_both_peaks(transformer_example):
     assert None in res["traced_peak_bytes"]
     if res["checkpoint"] is not None:  # the checkpointing pass is available
         assert set(res["peak_bytes"]) == {"sqrt", None}
-        assert res["peak_bytes"]["sqrt"] <= res["peak_bytes"][None]
+        # "sqrt" recomputes the sub-blocks of the whole training step (1.49 vs 2.53 MB planned here)
+        assert res["peak_bytes"]["sqrt"] < 0.7 * res["peak_bytes"][None]
+        assert res["traced_peak_bytes"]["sqrt"] < res["traced_peak_bytes"][None]
 
 
 def test_unigram_entropy_and_batches(transformer_example):

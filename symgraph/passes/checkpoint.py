@@ -404,23 +404,27 @@ def _find_chain(a: _Analysis) -> None:
     then holds one layer, and only values inside a step are read by its
     backward; in a pre-LayerNorm residual network the bounds are the
     residual-stream sums. The values after the last bound form the last step.
+
+    The chain is looked for in the main forward computation only: the
+    connected component of the forward values (free values left out) with
+    the most bytes. Other components are side computations that share no
+    forward value with it, e.g. an optimizer's step counter t + 1 and its
+    bias corrections 1 - b**t in a compiled training step; they are small,
+    "not part of the chain" and saved, instead of spanning the chain and
+    hiding every articulation. A graph output that no forward value reads is
+    held to the end in every plan, like a parameter, so it spans nothing.
     """
-    seq = forward_order(a.order, a.cls, a.graph.outputs, a.free)
+    seq = _main_component(forward_order(a.order, a.cls, a.graph.outputs, a.free))
     N = len(seq)
     if N < 2:
         return
     pos = {n: i for i, n in enumerate(seq)}
     lastf = [i for i in range(N)]
-    outs = set(a.graph.outputs)
     for i, n in enumerate(seq):
         for x in n.inputs:
             j = pos.get(x)
             if j is not None and i > lastf[j]:
                 lastf[j] = i
-    for n in outs:
-        j = pos.get(n)
-        if j is not None:
-            lastf[j] = N
     span = [0] * (N + 1)
     for j in range(N):
         if lastf[j] > j + 1:
@@ -455,6 +459,35 @@ def _find_chain(a: _Analysis) -> None:
     for k, st in enumerate(steps):
         for n in st:
             a.step_of[n] = k
+
+
+def _main_component(seq: list[Node]) -> list[Node]:
+    """The values of `seq` in its largest (by bytes) connected component, in `seq` order.
+
+    Components are those of the undirected graph of data edges between values of `seq`.
+    """
+    parent = {n: n for n in seq}
+
+    def find(n: Node) -> Node:
+        while parent[n] is not n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    for n in seq:
+        for x in n.inputs:
+            if x in parent:
+                rx, rn = find(x), find(n)
+                if rx is not rn:
+                    parent[rx] = rn
+    size: dict[Node, int] = {}
+    for n in seq:
+        r = find(n)
+        size[r] = size.get(r, 0) + n.nbytes
+    if len(size) <= 1:
+        return seq
+    main = max(size, key=lambda r: size[r])
+    return [n for n in seq if find(n) is main]
 
 
 # --------------------------------------------------------------------------- plans and the shared rewrite
@@ -638,22 +671,30 @@ def _plan_policy(a: _Analysis, policy: Callable[[Node], bool]) -> Plan:
 
 
 def _plan_segments(a: _Analysis, k: int | None = None) -> Plan:
-    """Chen et al.: k segments of consecutive steps; keep segment inputs and the last segment."""
+    """Chen et al.: segments of consecutive steps; keep segment inputs and the last segment.
+
+    With k given: k segments of equal step counts (the paper's sqrt(l)
+    scheme for equal steps). With k None: the byte-aware plan of
+    `_segment_starts` (the paper's memory planning with a budget), which is the
+    same plan on a chain of equal steps.
+    """
     steps = a.steps
     assert steps is not None and a.bounds is not None
     n = len(steps)
     if k is None:
-        k = max(1, round(math.sqrt(n)))
-    k = max(1, min(int(k), n))
-    size = math.ceil(n / k)
-    starts = list(range(0, n, size))
+        starts, why = _segment_starts(a)
+    else:
+        k = max(1, min(int(k), n))
+        size = math.ceil(n / k)
+        starts, why = list(range(0, n, size)), ""
     k = len(starts)
+    ends = starts[1:] + [n]
     saved: set[Node] = set()
     reasons: dict[Node, str] = {}
-    for j, s in enumerate(starts[1:], 1):
+    for j, (s, e) in enumerate(zip(starts[1:], ends[1:]), 1):
         bnd = a.bounds[s - 1]
         saved.add(bnd)
-        reasons[bnd] = f"input of segment {j + 1} of {k} (steps {s + 1}..{min(s + size, n)} of {n})"
+        reasons[bnd] = f"input of segment {j + 1} of {k} (steps {s + 1}..{e} of {n}){why}"
     for st in steps[starts[-1]:]:
         for v in st:
             if v not in saved:
@@ -664,6 +705,84 @@ def _plan_segments(a: _Analysis, k: int | None = None) -> Plan:
         saved.add(v)
         reasons[v] = "not part of the chain"
     return Plan(f"segments({k})", saved, reasons)
+
+
+#: `_segment_starts` tries at most this many segment byte caps (evenly spread over the candidates;
+#: fewer on chains longer than 1000 steps, so that the search stays O(4e6) steps).
+MAX_SEGMENT_CAPS = 4096
+
+
+def _segment_starts(a: _Analysis) -> tuple[list[int], str]:
+    """Byte-aware segmentation of the chain for "sqrt" (Chen et al.'s memory planning with a budget).
+
+    Model: while the backward sweep reverses a segment, it holds the saved
+    segment inputs plus that segment's residuals (recomputed, or for the
+    last segment kept from the forward). With r_k the bytes of step k's
+    values that the backward reads and b_k the bytes of step k's last value
+    (the next segment's input), a segmentation costs
+
+        x + y = sum of b over the saved segment inputs + max over segments of sum of r
+
+    Like the paper's memory planning with a budget B (its Algorithm 3) and
+    the search over B in the authors' mxnet-memonger (`search_plan`), but
+    exhaustively, every candidate cap y (a sum of r over consecutive steps)
+    is tried: steps are packed greedily into segments of at most y bytes,
+    and the segmentation with the smallest x + y wins. The paper's rule for
+    l equal steps, round(sqrt(l)) segments of equal step counts, is a
+    candidate too and wins ties (then fewer segments). On a chain of equal
+    steps whose saved input is as large as its residuals that rule is
+    optimal in this model, so such chains keep their sqrt(l) plan; on a
+    transformer, whose residual-stream input (B·T·d) is far smaller than a
+    sub-block's residuals, the search checkpoints every sub-block.
+
+    Returns:
+        (the first step of each segment, ascending and starting at 0; a note for the reasons).
+
+    References:
+        Chen, Xu, Zhang, Guestrin, "Training Deep Nets with Sublinear Memory
+        Cost", arXiv:1604.06174 (2016); github.com/dmlc/mxnet-memonger.
+    """
+    steps, bounds = a.steps, a.bounds
+    assert steps is not None and bounds is not None
+    n = len(steps)
+    r = [sum(v.nbytes for v in st if v in a.needed) for st in steps]
+    b = [bounds[i].nbytes for i in range(n - 1)]
+    pre = list(itertools.accumulate(r, initial=0))
+    if n * (n + 1) // 2 <= 200_000:
+        lengths: list[int] | range = range(1, n + 1)
+    else:  # long chains: window lengths spread geometrically over 1..n
+        lengths = sorted({max(1, round(n ** (j / 64))) for j in range(65)})
+    caps = {pre[i + ln] - pre[i] for ln in lengths for i in range(n - ln + 1)}
+    caps.add(max(r))
+    cand = sorted(c for c in caps if c >= max(r))
+    most = max(64, min(MAX_SEGMENT_CAPS, 4_000_000 // n))  # each cap costs O(n)
+    if len(cand) > most:
+        stride = len(cand) / most
+        cand = sorted({cand[int(i * stride)] for i in range(most)} | {cand[-1]})
+
+    def cost(starts: list[int]) -> tuple[int, int]:
+        ends = starts[1:] + [n]
+        return sum(b[s - 1] for s in starts[1:]), max(sum(r[s:e]) for s, e in zip(starts, ends))
+
+    # The paper's split of l equal steps, round(sqrt(l)) segments of equal step counts, wins ties.
+    size = math.ceil(n / max(1, round(math.sqrt(n))))
+    equal = list(range(0, n, size))
+    x, y = cost(equal)
+    best: tuple = ((x + y, 0, len(equal)), equal, x, y)
+    for cap in cand:
+        starts = [0]
+        t = 0
+        for k in range(n):
+            if t + r[k] > cap and k > starts[-1]:
+                starts.append(k)
+                t = 0
+            t += r[k]
+        x, y = cost(starts)
+        key = (x + y, 1, len(starts))
+        if key < best[0]:
+            best = (key, starts, x, y)
+    _, starts, x, y = best
+    return starts, f"; byte-aware sqrt plan: {x} bytes of segment inputs + at most {y} bytes of residuals per segment"
 
 
 @functools.cache
