@@ -147,13 +147,27 @@ def child_setup(system: str, variant: str, cfg: dict) -> dict:
             ck = {"none": None, "every-layer": None, "sqrt": "sqrt", "sqrt-warm": "sqrt", "revolve": "revolve",
                   "revolve-s": ("revolve", cfg["snapshots"])}[variant]
         cf = sg.compile(sg.grad(loss), checkpoint=ck)
+        # resident memory before compiling, in the state of the baseline process (backend imported,
+        # target machine created): the first call's growth splits into anonymous memory (arena,
+        # outputs, compiler residue) and file-backed pages (LLVM's code, mapped by compiling)
+        import codegen.jit
+
+        from .subproc import read_status_bytes
+        codegen.jit.target_machine()
+        rss0 = {k: read_status_bytes(k) for k in ("RssAnon", "RssFile")}
 
         def planned() -> dict:
             st = cf.stats
+            rss1 = {k: read_status_bytes(k) for k in rss0}
             return {"peak": st.get("peak_bytes"), "arena": st.get("arena_bytes"),
-                    "outputs": sum(w.nbytes for w in Ws), "activations": st.get("peak_activation_bytes"),
+                    "outputs": sum(w.nbytes for w in Ws), "call_bytes": st.get("call_bytes"),
+                    "activations": st.get("peak_activation_bytes"),
                     "recomputed_flops": st.get("recomputed_flops"), "forward_flops": st.get("forward_flops"),
-                    "plan": str(st.get("checkpoint")), "cache": st.get("cache")}
+                    "plan": str(st.get("checkpoint")), "cache": st.get("cache"),
+                    "kernel_functions": st.get("kernel_functions"), "loop_kernels": st.get("loop_kernels"),
+                    "compile_seconds": st.get("compile_seconds"),
+                    **{f"{k.lower()}_growth": (rss1[k] - rss0[k]) if rss1[k] is not None and rss0[k] is not None
+                       else None for k in rss0}}
         return {"step": lambda: cf(Ws, bs, x), "check": _check_dict, "hold": (Ws, bs, x), "reps": reps,
                 "planned_peak": planned}
     if system == "jax":
@@ -329,7 +343,7 @@ def _run_one(system: str, variant: str, desc: str, cfg: dict, settings: Settings
     plan = rep.get("planned_peak") or {}
     row.extras["planned peak"] = fmt_bytes(plan["peak"]) if plan.get("peak") else "-"
     if plan.get("arena") is not None:
-        row.extras["arena+outputs"] = fmt_bytes(plan["arena"] + plan["outputs"])
+        row.extras["arena+outputs"] = fmt_bytes(_call_bytes(plan))
     row.extras["plan"] = plan
     row.extras["planned_peak_bytes"] = plan.get("peak")
     if rep["status"] != "ok":
@@ -367,8 +381,8 @@ def _notes(cfg: dict, act_bytes: int, baselines: dict) -> list[str]:
     return [f"L={cfg['L']}, width={cfg['width']}, batch={cfg['batch']}: all activations = {fmt_bytes(act_bytes)}, "
             f"parameters = {fmt_bytes(cfg['L'] * (cfg['width'] + 1) * cfg['width'] * 4)}",
             "planned peak: symgraph's cf.stats['peak_bytes'] (LLVM plan: live intermediates, outputs from their "
-            "first write); arena+outputs: the arena the plan sizes plus the gradient arrays, which the runtime "
-            "allocates before the call",
+            "first write); arena+outputs: cf.stats['call_bytes'], the arena plus the gradient arrays, which the "
+            "runtime allocates before the call (what a call holds)",
             "peak RSS - base: lifetime peak RSS of the variant's process (includes imports and compilation) "
             "minus that of a process holding only the initialized system, parameters and input",
             "steps peak - base: peak RSS during the timed steps (after the first call) minus the baseline's "
@@ -482,12 +496,14 @@ def repeat(pairs: list[tuple[str, str]], rounds: int, quick: bool = False, timeo
     Returns:
         One dict per pair: system, variant, medians (per round, seconds),
         peaks and steps_peaks (bytes over that round's baseline), plan (the last
-        symgraph plan figures, if any), errors (messages).
+        symgraph plan figures, if any), file_growth and compile_seconds (per
+        round, symgraph only: file-backed resident pages added by compiling and
+        running, bytes; `cf.stats["compile_seconds"]`), errors (messages).
     """
     from .subproc import run_variant
     cfg = dict(QUICK if quick else FULL)
-    out = [{"system": s, "variant": v, "medians": [], "peaks": [], "steps_peaks": [], "plan": None, "errors": []}
-           for s, v in pairs]
+    out = [{"system": s, "variant": v, "medians": [], "peaks": [], "steps_peaks": [], "plan": None, "errors": [],
+            "file_growth": [], "compile_seconds": []} for s, v in pairs]
     for r in range(rounds):
         with _cache_dirs() as cache_for:
             bases = {}
@@ -507,21 +523,38 @@ def repeat(pairs: list[tuple[str, str]], rounds: int, quick: bool = False, timeo
                 if rep.get("step_peak") is not None:
                     res["steps_peaks"].append(rep["step_peak"] - base["peak_rss"])
                 res["plan"] = rep.get("planned_peak") or res["plan"]
+                plan = rep.get("planned_peak") or {}
+                if plan.get("rssfile_growth") is not None:
+                    res["file_growth"].append(plan["rssfile_growth"])
+                if plan.get("compile_seconds") is not None:
+                    res["compile_seconds"].append(plan["compile_seconds"])
                 if echo:
                     print(f"  round {r + 1}/{rounds} {s} {v}: {rep['median']:.3f} s, "
                           f"peak RSS - base {fmt_bytes(rep['peak_rss'] - base['peak_rss'])}", flush=True)
     return out
 
 
+def _call_bytes(plan: dict) -> int:
+    """Bytes one symgraph call holds: `cf.stats["call_bytes"]` (arena + fresh outputs), else arena + gradients."""
+    return plan["call_bytes"] if plan.get("call_bytes") is not None else plan["arena"] + plan["outputs"]
+
+
 def format_repeat(results: list[dict]) -> str:
-    """A table of `repeat` results: medians over rounds, ratios to symgraph none."""
+    """A table of `repeat` results: medians over rounds, ratios to symgraph none.
+
+    Columns: planned peak (`cf.stats["peak_bytes"]`), arena+out
+    (`cf.stats["call_bytes"]`), peak RSS - base, its file-backed part (LLVM's
+    code pages mapped by compiling; the rest is anonymous memory), the peak
+    during the timed steps, time, kernel functions / loop kernels and compile
+    seconds (median of rounds).
+    """
     import statistics as st
     ref = next((st.median(r["medians"]) for r in results
                 if r["system"] == "symgraph" and r["variant"] == "none" and r["medians"]), None)
     own = {r["system"]: st.median(r["medians"]) for r in results if r["variant"] == "none" and r["medians"]}
     head = (f"{'system':9s} {'variant':11s} {'planned peak':>12s} {'arena+out':>10s} {'peak RSS-base':>14s} "
-            f"{'steps peak-base':>15s} {'time (median of rounds)':>24s} {'rounds min-max':>17s} "
-            f"{'/sg none':>8s} {'recompute':>9s}")
+            f"{'file-backed':>11s} {'steps peak-base':>15s} {'time (median of rounds)':>24s} {'rounds min-max':>17s} "
+            f"{'/sg none':>8s} {'recompute':>9s} {'kernel fns':>10s} {'compile':>8s}")
     lines = [head, "-" * len(head)]
     for r in results:
         if not r["medians"]:
@@ -529,14 +562,17 @@ def format_repeat(results: list[dict]) -> str:
             continue
         m = st.median(r["medians"])
         plan = r["plan"] or {}
-        ao = fmt_bytes(plan["arena"] + plan["outputs"]) if plan.get("arena") is not None else "-"
+        ao = fmt_bytes(_call_bytes(plan)) if plan.get("arena") is not None else "-"
         rec = f"{100 * (m / own[r['system']] - 1):+.0f}%" if r["system"] in own else "-"
+        fb = fmt_bytes(st.median(r["file_growth"])) if r.get("file_growth") else "-"
+        kf = f"{plan['kernel_functions']}/{plan['loop_kernels']}" if plan.get("kernel_functions") is not None else "-"
+        cs = f"{st.median(r['compile_seconds']):.2f} s" if r.get("compile_seconds") else "-"
         lines.append(f"{r['system']:9s} {r['variant']:11s} {fmt_bytes(plan.get('peak')):>12s} {ao:>10s} "
-                     f"{fmt_bytes(st.median(r['peaks'])):>14s} "
+                     f"{fmt_bytes(st.median(r['peaks'])):>14s} {fb:>11s} "
                      f"{fmt_bytes(st.median(r['steps_peaks'])) if r['steps_peaks'] else '-':>15s} "
                      f"{format_seconds(m):>24s} "
                      f"{format_seconds(min(r['medians'])) + '-' + format_seconds(max(r['medians'])):>17s} "
-                     f"{m / ref if ref else float('nan'):8.2f} {rec:>9s}")
+                     f"{m / ref if ref else float('nan'):8.2f} {rec:>9s} {kf:>10s} {cs:>8s}")
     return "\n".join(lines)
 
 

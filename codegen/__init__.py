@@ -32,6 +32,10 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         profile: time every kernel (default: the SYMGRAPH_PROFILE environment
             variable); read the figures with `Executable.profile()`.
 
+    Equal loop kernels share one native function (`program.build_module`);
+    the compiler's Python and LLVM structures are freed before this returns
+    and the C heap is trimmed (`jit.release_memory`).
+
     Returns:
         A `codegen.runtime.Executable` (`run(leaves)`, `fast(args)`, `stats`,
         `llvm_ir()`, `asm()`).
@@ -59,6 +63,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         profile = os.environ.get("SYMGRAPH_PROFILE", "") not in ("", "0")
     mod, info = program.build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile)
     text = program.module_text(mod, info["prefer_512"])
+    del mod  # free the llvmlite objects before LLVM parses the text
     fuse.release_session()  # the loop-body IR is not needed any more
     t_ir = time.perf_counter() - t0 - t_fuse
     if vm is not None and hasattr(vm, "runtime_init"):
@@ -75,11 +80,13 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         "loop_kernels": sum(1 for k in kinds if k.startswith("loop")),
         "gemm_kernels": kinds.count("gemm"),
         "parallel_kernels": info["parallel"],
+        "kernel_functions": info["kernel_functions"],
         "threads": info["threads"],
         "blas_threads": info.get("blas_threads"),
         "materialized": sum(1 for n in prog.materialized if n.op.kind != "source"),
         "arena_bytes": bp.arena_bytes,
         "peak_bytes": bp.peak_bytes,
+        "call_bytes": bp.call_bytes,
         "donated_outputs": len(prog.donated),
         "vmath": vm is not None,
         "call_abi": abi,
@@ -96,6 +103,8 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         exe.set_profile([(kind, [t.node for t in k.tasks]) for kind, k in zip(kinds, prog.kernels)])
     if os.environ.get("SYMGRAPH_DUMP"):
         _dump("lowered", graph, llvm_ir=exe.llvm_ir(), asm=exe.asm())
+    del prog, bp, text
+    jit.release_memory()  # LLVM's freed optimizer/emitter heap back to the OS (glibc)
     return exe
 
 

@@ -30,7 +30,7 @@ from llvmlite import ir
 from .fuse import Aff, Expr, Kernel, Task, c_strides, task_affs
 
 __all__ = ["EMITTERS", "REDUCERS", "LoweringContext", "ll_type", "mem_type", "math_call", "has_emitter",
-           "MATH_NAMES", "lower_loop_kernel", "emit_gemm"]
+           "MATH_NAMES", "lower_loop_kernel", "emit_gemm", "gemm_pieces"]
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -382,6 +382,13 @@ EMITTERS["minimum"] = _select_extreme(False)
 @emitter("where")
 def _where(cx, e, a):
     return cx.builder.select(a[0], a[1], a[2])
+
+
+@emitter("muladd")
+def _muladd(cx, e, a):
+    """a*b + c as fmul then fadd, without contraction flags: two roundings, as the evaluator."""
+    b = cx.builder
+    return b.fadd(b.fmul(a[0], a[1]), a[2])
 
 
 def _math(name: str) -> Emitter:
@@ -1013,14 +1020,24 @@ CBLAS_NO_TRANS = 111
 CBLAS_TRANS = 112
 
 
-def emit_gemm(cx: LoweringContext, task: Task, ptr_of: Callable[[Any], ir.Value], blas_names: dict) -> None:
-    """Emit a (batched) matrix product as a loop of cblas_?gemm calls (ILP64 ints).
+def emit_gemm(cx: LoweringContext, task: Task, ptr_of: Callable[[Any], ir.Value], blas_names: dict,
+              piece: tuple[str, ir.Value, ir.Value] | None = None) -> None:
+    """Emit a (batched) matrix product, or one piece of it, as a loop of cblas_?gemm calls (ILP64 ints).
 
     C[..., m, n] = alpha A[..., m, k] @ B[..., k, n] + beta C with A and B
     strided views (row-major, possibly transposed, with arbitrary batch
     strides); C is a contiguous buffer. alpha and beta come from
     `task.gemm` (default 1 and 0); beta = 1 accumulates a product into a sum
     whose other terms were stored first (see `fuse._Partitioner.plan_accumulation`).
+
+    Args:
+        piece: None for the whole product, or (axis, lo, hi): only the rows
+            ("m") or columns ("n") numbered [lo, hi) in the batch-major
+            flattening of all the batch's rows (columns), i.e. row r of batch
+            element i is number i * m + r. lo and hi are i64 values; a piece
+            spanning several batch elements makes one call per element.
+            Pieces write disjoint parts of C, so they may run concurrently.
+            (`gemm_pieces` chooses them; the k == 0 case is never split.)
     """
     b = cx.builder
     node = task.node
@@ -1048,26 +1065,58 @@ def emit_gemm(cx: LoweringContext, task: Task, ptr_of: Callable[[Any], ir.Value]
     va, vb = task.gemm["a"], task.gemm["b"]
     aptr, bptr = ptr_of(va["base"]), ptr_of(vb["base"])
     cst = c_strides(node.shape)
+    c64 = lambda v: ir.Constant(I64, v)
 
-    def call(bidx: list[ir.Value]) -> None:
+    def call(bidx: list[ir.Value], sub: tuple[ir.Value, ir.Value] | None = None) -> None:
         bb = cx.builder
 
         def off(base: int, strides: tuple) -> ir.Value:
-            v = ir.Constant(I64, base)
+            v = c64(base)
             for i, s in zip(bidx, strides):
                 if s:
-                    v = bb.add(v, bb.mul(i, ir.Constant(I64, s)))
+                    v = bb.add(v, bb.mul(i, c64(s)))
             return v
 
-        pa = bb.gep(aptr, [off(va["offset"], va["batch_strides"])], source_etype=mt)
-        pb = bb.gep(bptr, [off(vb["offset"], vb["batch_strides"])], source_etype=mt)
-        pc = bb.gep(cptr, [off(0, cst[:-2])], source_etype=mt)
+        oa, ob, oc = off(va["offset"], va["batch_strides"]), off(vb["offset"], vb["batch_strides"]), off(0, cst[:-2])
+        mv, nv = c64(m), c64(n)
+        if sub is not None:  # rows (columns) [s, e) of this batch element
+            s, e = sub
+            if piece[0] == "m":
+                mv = bb.sub(e, s)
+                oa = bb.add(oa, s if va["trans"] else bb.mul(s, c64(va["ld"])))
+                oc = bb.add(oc, bb.mul(s, c64(n)))
+            else:
+                nv = bb.sub(e, s)
+                ob = bb.add(ob, bb.mul(s, c64(vb["ld"])) if vb["trans"] else s)
+                oc = bb.add(oc, s)
+        pa = bb.gep(aptr, [oa], source_etype=mt)
+        pb = bb.gep(bptr, [ob], source_etype=mt)
+        pc = bb.gep(cptr, [oc], source_etype=mt)
         bb.call(fn, [ir.Constant(I32, CBLAS_ROW_MAJOR),
                      ir.Constant(I32, CBLAS_TRANS if va["trans"] else CBLAS_NO_TRANS),
                      ir.Constant(I32, CBLAS_TRANS if vb["trans"] else CBLAS_NO_TRANS),
-                     ir.Constant(I64, m), ir.Constant(I64, n), ir.Constant(I64, k), ir.Constant(ty, alpha),
-                     pa, ir.Constant(I64, va["ld"]), pb, ir.Constant(I64, vb["ld"]), ir.Constant(ty, beta),
-                     pc, ir.Constant(I64, n)])
+                     mv, nv, c64(k), ir.Constant(ty, alpha),
+                     pa, c64(va["ld"]), pb, c64(vb["ld"]), ir.Constant(ty, beta),
+                     pc, c64(n)])
+
+    if piece is not None:
+        axis, lo, hi = piece
+        ext = m if axis == "m" else n
+        bstr = c_strides(tuple(batch))
+
+        def one(bi: ir.Value) -> None:
+            bb = cx.builder
+            first = bb.mul(bi, c64(ext))
+            s = bb.sub(bb.select(bb.icmp_signed(">", lo, first), lo, first), first)
+            last = bb.add(first, c64(ext))
+            e = bb.sub(bb.select(bb.icmp_signed("<", hi, last), hi, last), first)
+            bidx = [bb.urem(bb.udiv(bi, c64(st)), c64(d)) for st, d in zip(bstr, batch)]
+            call(bidx, (s, e))
+
+        bi_lo = b.udiv(lo, c64(ext))
+        bi_hi = b.udiv(b.add(hi, c64(ext - 1)), c64(ext))
+        for_range(b, bi_lo, bi_hi, one, name="gp")
+        return
 
     def nest(d: int, bidx: list[ir.Value]) -> None:
         if d == len(batch):
@@ -1077,3 +1126,53 @@ def emit_gemm(cx: LoweringContext, task: Task, ptr_of: Callable[[Any], ir.Value]
                   lambda i: nest(d + 1, bidx + [i]), name=f"gb{d}")
 
     nest(0, [])
+
+
+#: Estimated flops above which a gemm is split across threads (measured in
+#: tests/test_codegen_threads.py's notes and docs/compile.md: a pool job costs
+#: about 1-3 us when the workers are awake, a 2*256*256*10 product takes ~15 us).
+GEMM_PAR_MIN_FLOPS = 1 << 20
+#: Rows (columns) per piece are rounded up to a multiple of this (OpenBLAS's
+#: micro-kernel tiles), and no piece is made smaller.
+GEMM_PIECE_ALIGN = 16
+
+
+def gemm_pieces(task: Task, nthreads: int) -> tuple[str, list[tuple[int, int]]] | None:
+    """How to split a gemm task across threads: (axis, [(lo, hi)]) in `emit_gemm`'s numbering, or None.
+
+    The split is static (it depends on the shapes and `nthreads` only), so
+    results do not depend on which thread runs which piece. Pieces cut C
+    along the larger of m and n (m on ties), over the batch-major flattening
+    of the batch: whole batch elements per piece when the batch divides
+    evenly (or is large), else rows spanning batch elements. A product of
+    fewer than `GEMM_PAR_MIN_FLOPS` flops, or without room for two pieces of
+    `GEMM_PIECE_ALIGN` rows, is not split.
+
+    Args:
+        task: a gemm task (`fuse.Task` of kind "gemm").
+        nthreads: threads available (1: never split).
+
+    Returns:
+        None, or the axis ("m" or "n") and 2..nthreads half-open ranges
+        covering [0, batch * extent).
+    """
+    if nthreads <= 1:
+        return None
+    mm = task.gemm.get("mm", task.node)
+    a_in, b_in = mm.inputs
+    *batch, m, k = a_in.shape
+    n = b_in.shape[-1]
+    nb = math.prod(batch)
+    if m == 0 or n == 0 or k == 0 or 2 * nb * m * n * k < GEMM_PAR_MIN_FLOPS:
+        return None
+    axis, ext = ("m", m) if m >= n else ("n", n)
+    total = nb * ext
+    if nb > 1 and (nb % nthreads == 0 or nb >= 4 * nthreads):
+        per = -(-nb // nthreads) * ext  # whole matrices per piece
+    else:
+        per = -(-total // nthreads)
+        per = -(-per // GEMM_PIECE_ALIGN) * GEMM_PIECE_ALIGN
+    ranges = [(lo, min(total, lo + per)) for lo in range(0, total, per)]
+    if len(ranges) < 2:
+        return None
+    return axis, ranges

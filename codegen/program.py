@@ -6,9 +6,14 @@ one arena. Slots are placed by lifetime in kernel steps (from the producing
 kernel to the last reader) with `symgraph.passes.schedule.assign_offsets`,
 so the arena is the planned peak (plus alignment).
 
-`entry(args, outs, arena, consts)` runs the kernels in order; large
-elementwise and full-reduction kernels are split across threads (pthreads,
-per-thread partial results combined in a fixed order).
+Loop kernels are functions of their buffer pointers and loop range, so
+structurally equal kernels (the layers of a deep network) share one function
+(`_dedup_kernel`): LLVM optimizes and emits each distinct loop once.
+
+`entry(args, outs, arena, consts)` runs the kernels in order; large gemms
+(blocks of C) and large loop kernels (per-thread partial results combined in
+a fixed order) are split into pieces run on the thread pool of
+`runtime.thread_pool` (pthreads per piece for loops where there is none).
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ PAR_MIN_ELEMENTS = 1 << 15
 # several milliseconds gain. Measured on a busy 2-core machine: with 2**21 the W6 training step
 # split 13 sub-millisecond kernels and took 2.5x longer than on one thread (135 vs 55 ms).
 PAR_MIN_WORK = 1 << 24
+# The same threshold when kernels run on the persistent thread pool (`runtime.thread_pool`): a job
+# costs 1-3 us with awake workers, and a worker slow to wake delays nothing (the caller runs its
+# piece), so kernels of ~10 us gain. Measured: see docs/compile.md, "Threads".
+POOL_PAR_MIN_WORK = 1 << 18
 RELEASE_GIL_WORK = 1 << 14  # estimated operations above which the entry releases the GIL
 
 
@@ -64,7 +73,11 @@ class BufferPlan:
         out_plan: per graph output, how the runtime produces it.
         consts: constant arrays passed to native code (C-contiguous).
         arena_bytes: arena size (bytes).
-        peak_bytes: planned peak of live intermediates and outputs (bytes).
+        peak_bytes: planned peak of live intermediates and outputs, each output
+            counted from the first kernel that writes it (bytes).
+        call_bytes: memory one call holds (bytes): the arena plus the fresh
+            output arrays, which the runtime allocates before the call (the
+            honest peak of a call; at least `peak_bytes` up to alignment).
     """
 
     ref: dict
@@ -73,6 +86,7 @@ class BufferPlan:
     consts: list
     arena_bytes: int
     peak_bytes: int
+    call_bytes: int = 0
 
 
 def plan_buffers(prog: Program) -> BufferPlan:
@@ -126,7 +140,8 @@ def plan_buffers(prog: Program) -> BufferPlan:
     for n, off in zip(nodes, offsets):
         ref[n] = ("arena", off)
     peak = interval_peak(intervals + out_intervals)
-    return BufferPlan(ref, out_buffers, out_plan, consts, total, peak)
+    out_bytes = sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize for shape, dt in out_buffers)
+    return BufferPlan(ref, out_buffers, out_plan, consts, total, peak, total + out_bytes)
 
 
 def _kernel_cost(k: Kernel) -> int:
@@ -149,7 +164,7 @@ def _work(prog: Program) -> int:
 def _decide_parallel(k: Kernel, plan: L.LoopPlan, nthreads: int) -> None:
     if nthreads <= 1 or not plan.groups or k.size < PAR_MIN_ELEMENTS or plan.extents[0] < 2:
         return
-    if _kernel_cost(k) * k.size < PAR_MIN_WORK:
+    if _kernel_cost(k) * k.size < _par_min_work():
         return
     kinds = {t.kind for t in k.tasks}
     if "scatter" in kinds:
@@ -164,6 +179,43 @@ def _decide_parallel(k: Kernel, plan: L.LoopPlan, nthreads: int) -> None:
     plan.parallel = True
 
 
+@dataclass
+class _KernelCall:
+    """What a loop kernel's call site needs: the function and its buffers (refs, in argument order)."""
+
+    fn: ir.Function
+    buffers: list
+
+
+def _dedup_kernel(mod: ir.Module, fn: ir.Function, plan: L.LoopPlan, shared: dict) -> ir.Function:
+    """The function to call for a just-emitted kernel: `fn`, or an equal one emitted before.
+
+    Kernels take their buffers as pointer arguments and their loop range as
+    arguments, so the layers of a deep network lower to the same few
+    functions with different buffers. Two kernels share one function when
+    their IR is the same text (name aside) and their calls pass the same loop
+    range (the trip count LLVM sees stays what it was). A duplicate is
+    removed from the module at once, so its Python IR objects are freed.
+
+    Args:
+        mod: the module `fn` was emitted into.
+        fn: the kernel function just emitted.
+        plan: its loop plan (the call's trip count and threading).
+        shared: (IR text, call range) -> function, updated.
+
+    Returns:
+        The function the kernel's call sites call.
+    """
+    text = str(fn).replace(fn.get_reference(), "@kernel", 1)
+    key = (text, plan.extents[0] if plan.groups else 0, plan.parallel, plan.partials)
+    f = shared.get(key)
+    if f is None:
+        shared[key] = fn
+        return fn
+    del mod.globals[fn.name]
+    return f
+
+
 def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "f",
                  nthreads: int | None = None, abi: str = "ctypes", profile: bool = False) -> tuple[ir.Module, dict]:
     """Emit the LLVM module of a partitioned program.
@@ -173,7 +225,9 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
             global array `sg_profile` (nanoseconds per kernel, then the call count).
 
     Returns:
-        (module, info): info has kernel kinds, parallel kernels, vector width preference.
+        (module, info): info has kernel kinds, parallel kernels, vector width
+        preference, kernel_functions (distinct loop functions) and
+        loop_kernel_calls.
     """
     import llvmlite.binding as llvm
 
@@ -191,22 +245,31 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     def buffer_of(node: Any) -> Any:
         return ref[node]
 
-    emitters: dict[int, Any] = {}
+    emitters: dict[int, _KernelCall] = {}  # kernel index -> the function it calls and its buffers
     plans: dict[int, L.LoopPlan] = {}
+    shared: dict[tuple, ir.Function] = {}  # (IR text, call range) -> function; equal kernels share one
+    uses: dict[str, int] = {}  # function name -> call sites
     for ki, k in enumerate(prog.kernels):
         if k.kind != "loop" or k.size == 0 and not any(t.kind in ("reduce", "scatter") for t in k.tasks):
             continue
         plan = L.LoopPlan(k)
         _decide_parallel(k, plan, nthreads)
         plans[ki] = plan
-        emitters[ki] = L.lower_loop_kernel(cx, k, ki, buffer_of, plan)
-    if sum(sum(expr_weight(e) for e in kernel_exprs(k)) for ki, k in enumerate(prog.kernels) if ki in emitters) \
-            > fuse.MAX_KERNEL_COST:
+        ke = L.lower_loop_kernel(cx, k, ki, buffer_of, plan)
+        f = _dedup_kernel(mod, ke.fn, plan, shared)
+        # keep only what the call needs: the emitter references its function's IR objects
+        emitters[ki] = _KernelCall(f, ke.buffers)
+        del ke
+        uses[f.name] = uses.get(f.name, 0) + 1
+    big = sum(sum(expr_weight(e) for e in kernel_exprs(k)) for ki, k in enumerate(prog.kernels) if ki in emitters) \
+        > fuse.MAX_KERNEL_COST
+    for f in shared.values():
         # Keep big programs' kernels out of `entry`: inlined (internal functions called once),
         # they would make one function as big as the whole graph, the superlinear case for LLVM
-        # that `fuse.MAX_KERNEL_COST` avoids (fuse.py, `_Partitioner.split`).
-        for ke in emitters.values():
-            ke.fn.attributes.add("noinline")
+        # that `fuse.MAX_KERNEL_COST` avoids (fuse.py, `_Partitioner.split`). A kernel shared
+        # by several call sites stays one function, so LLVM optimizes its loop once.
+        if big or uses[f.name] > 1:
+            f.attributes.add("noinline")
 
     # ----- entry -----
     entry_bb = None
@@ -274,7 +337,9 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         ptr_of_ref(r)
 
     pthread_create = pthread_join = None
-    info = {"kernels": [], "parallel": 0, "threads": nthreads, "profile": profile}
+    thunks: dict[str, ir.Function] = {}  # kernel function name -> its thread routine
+    info = {"kernels": [], "parallel": 0, "threads": nthreads, "profile": profile,
+            "kernel_functions": len(shared), "loop_kernel_calls": len(emitters)}
     nk = len(prog.kernels)
     prof = None
     if profile:
@@ -300,8 +365,12 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     def emit_kernel_call(ki: int, k: Kernel) -> None:
         nonlocal pthread_create, pthread_join
         if k.kind == "gemm":
-            for t in k.tasks:
-                L.emit_gemm(cx, t, lambda node: ptr_of_ref(ref[node]), blas)
+            for ti, t in enumerate(k.tasks):
+                # large products: pieces of C on the thread pool (joined before the next kernel)
+                if _emit_gemm_split(cx, ab, t, f"{ki}_{ti}", lambda node: ptr_of_ref(ref[node]), blas, nthreads):
+                    info["parallel"] += 1
+                else:
+                    L.emit_gemm(cx, t, lambda node: ptr_of_ref(ref[node]), blas)
             info["kernels"].append("gemm")
             return
         if ki not in emitters:
@@ -330,7 +399,9 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         T = len(ranges)
         R = len(red_tasks)
         nf = len(bufs) + 3  # context: buffer pointers, lo, hi, partial pointer (8 bytes each)
-        thunk = _thunk(cx, ke.fn, len(bufs), ki)
+        thunk = thunks.get(ke.fn.name)
+        if thunk is None:
+            thunk = thunks[ke.fn.name] = _thunk(cx, ke.fn, len(bufs), ki)
         partial = L.opaque_alloca(ab, ir.ArrayType(L.I64, max(1, T * R)), f"partial{ki}") if plan.partials else None
         tids = L.opaque_alloca(ab, ir.ArrayType(L.I64, T), f"tids{ki}")
         ctxs = L.opaque_alloca(ab, ir.ArrayType(L.I64, T * nf), f"ctx{ki}")
@@ -341,21 +412,26 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
                 return ir.Constant(L.PTR, None)
             return b.gep(partial, [ir.Constant(L.I64, t * R)], source_etype=L.I64)
 
-        for t in range(1, T):
-            c = b.gep(ctxs, [ir.Constant(L.I64, t * nf)], source_etype=L.I64)
-            fields = bufs + [ir.Constant(L.I64, ranges[t][0]), ir.Constant(L.I64, ranges[t][1]), pslot(t)]
-            for fi, v in enumerate(fields):
-                b.store(v, b.gep(ctxs, [ir.Constant(L.I64, t * nf + fi)], source_etype=v.type))
-            tid = b.gep(tids, [ir.Constant(L.I64, t)], source_etype=L.I64)
-            rcs.append((t, c, tid, b.call(pthread_create, [tid, ir.Constant(L.PTR, None), thunk, c])))
-        b.call(ke.fn, bufs + [ir.Constant(L.I64, ranges[0][0]), ir.Constant(L.I64, ranges[0][1]), pslot(0)])
-        for _t, c, tid, rc in rcs:
-            ok = b.icmp_signed("==", rc, ir.Constant(L.I32, 0))
-            with b.if_else(ok) as (then, otherwise):
-                with then:
-                    b.call(pthread_join, [b.load(tid, typ=L.I64), ir.Constant(L.PTR, None)])
-                with otherwise:  # no thread: run that range here
-                    b.call(thunk, [c])
+        pool = _pool_fn(cx, nthreads)
+        if pool is not None:
+            _run_on_pool(b, ab, pool, thunk, [bufs + [ir.Constant(L.I64, lo), ir.Constant(L.I64, hi), pslot(t)]
+                                              for t, (lo, hi) in enumerate(ranges)], nthreads, f"pctx{ki}")
+        else:  # no pool (not Linux): a thread per piece
+            for t in range(1, T):
+                c = b.gep(ctxs, [ir.Constant(L.I64, t * nf)], source_etype=L.I64)
+                fields = bufs + [ir.Constant(L.I64, ranges[t][0]), ir.Constant(L.I64, ranges[t][1]), pslot(t)]
+                for fi, v in enumerate(fields):
+                    b.store(v, b.gep(ctxs, [ir.Constant(L.I64, t * nf + fi)], source_etype=v.type))
+                tid = b.gep(tids, [ir.Constant(L.I64, t)], source_etype=L.I64)
+                rcs.append((t, c, tid, b.call(pthread_create, [tid, ir.Constant(L.PTR, None), thunk, c])))
+            b.call(ke.fn, bufs + [ir.Constant(L.I64, ranges[0][0]), ir.Constant(L.I64, ranges[0][1]), pslot(0)])
+            for _t, c, tid, rc in rcs:
+                ok = b.icmp_signed("==", rc, ir.Constant(L.I32, 0))
+                with b.if_else(ok) as (then, otherwise):
+                    with then:
+                        b.call(pthread_join, [b.load(tid, typ=L.I64), ir.Constant(L.PTR, None)])
+                    with otherwise:  # no thread: run that range here
+                        b.call(thunk, [c])
         if plan.partials:
             for ri, t in enumerate(red_tasks):
                 r = L.REDUCERS[t.red_op]
@@ -395,6 +471,79 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     info["release_gil"] = release_gil
     info["prefer_512"] = has_avx512()
     return mod, info
+
+
+def _par_min_work() -> int:
+    """Estimated operations above which a loop kernel is split: lower when the thread pool is available."""
+    from .runtime import thread_pool
+
+    return POOL_PAR_MIN_WORK if thread_pool() is not None else PAR_MIN_WORK
+
+
+def _pool_fn(cx: L.LoweringContext, nthreads: int) -> ir.Function | None:
+    """The declaration of the pool's `symgraph_pool_run` (see `runtime.thread_pool`), or None (no pool, 1 thread)."""
+    if nthreads <= 1:
+        return None
+    from .runtime import thread_pool
+
+    sym = thread_pool()
+    return None if sym is None else cx.function(sym, L.VOID, [L.PTR, L.PTR, L.I64, L.I64, L.I32])
+
+
+def _run_on_pool(b: ir.IRBuilder, ab: ir.IRBuilder, pool: ir.Function, thunk: ir.Function, rows: list,
+                 nthreads: int, name: str) -> None:
+    """Store one context per piece (8-byte fields, `rows[t]`) and run `thunk` on every piece through the pool.
+
+    The call returns when every piece has finished (the calling thread runs pieces too).
+    """
+    nf = len(rows[0])
+    ctxs = L.opaque_alloca(ab, ir.ArrayType(L.I64, len(rows) * nf), name)
+    for t, fields in enumerate(rows):
+        for fi, v in enumerate(fields):
+            b.store(v, b.gep(ctxs, [ir.Constant(L.I64, t * nf + fi)], source_etype=v.type))
+    b.call(pool, [thunk, ctxs, ir.Constant(L.I64, 8 * nf), ir.Constant(L.I64, len(rows)),
+                  ir.Constant(L.I32, nthreads)])
+
+
+def _emit_gemm_split(cx: L.LoweringContext, ab: ir.IRBuilder, task: Any, label: str, ptr_of: Any, blas: dict,
+                     nthreads: int) -> bool:
+    """Emit a large gemm task as pieces of C run on the thread pool; False (nothing emitted) if not split.
+
+    Each piece is a single-threaded BLAS call on a block of rows (or
+    columns) of C, or a few such calls when it spans batch elements
+    (`lower.gemm_pieces` chooses the blocks, `lower.emit_gemm` emits a piece
+    into an internal function `ptr gemm_piece_<label>(ptr ctx)` whose context
+    holds the A, B and C base pointers and the piece's range). Not split
+    when SYMGRAPH_BLAS_THREADS asks the BLAS for threads of its own.
+    """
+    from .runtime import blas_threads
+
+    # SYMGRAPH_BLAS_THREADS > 1 asks OpenBLAS to split products itself: pieces on top would oversubscribe
+    split = L.gemm_pieces(task, nthreads) if blas_threads() == 1 else None
+    pool = _pool_fn(cx, nthreads) if split is not None else None
+    if pool is None:
+        return False
+    axis, ranges = split
+    bases = [task.gemm["a"]["base"], task.gemm["b"]["base"], task.node]
+    fn = ir.Function(cx.module, ir.FunctionType(L.PTR, [L.PTR]), f"gemm_piece_{label}")
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fb = ir.IRBuilder(fn.append_basic_block("entry"))
+    types = [L.PTR] * 3 + [L.I64] * 2
+    vals = [fb.load(fb.gep(fn.args[0], [ir.Constant(L.I64, i)], source_etype=ty), typ=ty) for i, ty in enumerate(types)]
+    local: dict = {}
+    for node, v in zip(bases, vals):
+        local.setdefault(node, v)
+    outer = cx.builder
+    cx.builder = fb
+    try:
+        L.emit_gemm(cx, task, lambda node: local[node], blas, piece=(axis, vals[3], vals[4]))
+    finally:
+        cx.builder = outer
+    fb.ret(ir.Constant(L.PTR, None))
+    rows = [[ptr_of(x) for x in bases] + [ir.Constant(L.I64, lo), ir.Constant(L.I64, hi)] for lo, hi in ranges]
+    _run_on_pool(outer, ab, pool, fn, rows, nthreads, f"gctx{label}")
+    return True
 
 
 def _thunk(cx: L.LoweringContext, kern: ir.Function, nbufs: int, ki: int) -> ir.Function:

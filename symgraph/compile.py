@@ -402,7 +402,11 @@ class CompiledFunction:
         Keys: backend, nodes (graph size), kernels (fused loop nests / calls),
         compile_seconds (trace + optimize + codegen, seconds), trace_seconds,
         peak_bytes (planned peak of intermediates and outputs, bytes), and for
-        the LLVM backend arena_bytes, kernel kinds and cache information.
+        the LLVM backend arena_bytes, call_bytes (what one call holds: the
+        arena plus the fresh output arrays, allocated before the call, bytes;
+        the honest peak, `peak_bytes` counts each output from its first
+        write), kernel kinds, kernel_functions (distinct native loop
+        functions; equal kernels share one) and cache information.
         """
         return self._current().stats
 

@@ -1,0 +1,358 @@
+"""Threads in compiled code: gemms split into pieces on the persistent thread pool, loop splits, the pool itself.
+
+- `lower.gemm_pieces` covers C exactly, in aligned blocks, and only for products worth splitting;
+- split products (float32/float64, odd sizes, transposed operands, batched,
+  accumulated `W - lr * a.T @ d`) equal NumPy, and equal the unsplit call to
+  rounding (OpenBLAS picks kernels by shape, so a piece is not always bitwise
+  the same as the rows of the whole product: docs/compile.md, "Threads");
+- results are bitwise reproducible for a given thread count, whichever
+  thread runs which piece (pool or inline, concurrent callers);
+- the pool runs pieces on workers, runs everything inline when no worker can
+  be started, survives fork, and never hangs (checked in subprocesses with a timeout).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import symgraph as sg
+
+codegen = pytest.importorskip("codegen")
+from codegen import lower as L
+from codegen import runtime as rt
+
+needs_blas = pytest.mark.skipif(rt.blas_library() is None, reason="no BLAS found")
+needs_pool = pytest.mark.skipif(rt.thread_pool() is None, reason="no thread pool on this platform")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def compiled(f, *args, nthreads: int):
+    """An Executable of f's simplified graph compiled for `nthreads` threads."""
+    g = sg.simplify(sg.trace(f, *args))
+    return codegen.compile_graph(g, nthreads=nthreads)
+
+
+def run_py(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=env, check=False)
+
+
+# ----- the split plan -----
+
+
+class _Task:
+    """The parts of a `fuse.Task` that `gemm_pieces` reads."""
+
+    def __init__(self, a_shape, b_shape):
+        self.gemm = {"mm": _Node((_Node(a_shape), _Node(b_shape)))}
+        self.node = self.gemm["mm"]
+
+
+class _Node:
+    def __init__(self, shape_or_inputs):
+        if isinstance(shape_or_inputs[0], _Node):
+            self.inputs = shape_or_inputs
+        else:
+            self.shape = shape_or_inputs
+
+
+@pytest.mark.parametrize("a_shape,b_shape,nthreads,axis", [
+    ((256, 256), (256, 256), 2, "m"),
+    ((64, 256), (256, 256), 2, "n"),      # the larger of m and n is cut
+    ((257, 255), (255, 253), 3, "m"),
+    ((3, 130, 70), (3, 70, 50), 2, "m"),  # batch 3 over 2 threads: rows across batch elements
+    ((4, 2, 64, 40), (4, 2, 40, 300), 2, "n"),
+    ((8, 64, 64), (8, 64, 64), 2, "m"),   # whole matrices per piece
+])
+def test_gemm_pieces_cover_c_exactly(a_shape, b_shape, nthreads, axis):
+    *batch, m, _k = a_shape
+    n = b_shape[-1]
+    ax, ranges = L.gemm_pieces(_Task(a_shape, b_shape), nthreads)
+    assert ax == axis
+    total = int(np.prod(batch, dtype=np.int64)) * (m if axis == "m" else n)
+    assert 2 <= len(ranges) <= nthreads
+    assert ranges[0][0] == 0 and ranges[-1][1] == total
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+    assert all(lo < hi for lo, hi in ranges)
+    ext = m if axis == "m" else n
+    for lo, _hi in ranges:  # starts fall on tile boundaries or on whole batch elements
+        assert lo % L.GEMM_PIECE_ALIGN == 0 or lo % ext == 0
+
+
+def test_gemm_pieces_only_for_large_products():
+    assert L.gemm_pieces(_Task((256, 256), (256, 256)), 1) is None  # one thread: never
+    assert L.gemm_pieces(_Task((16, 16), (16, 16)), 2) is None      # 8 kflops: not worth a job
+    assert L.gemm_pieces(_Task((10, 3000), (3000, 10)), 2) is None  # no room for two 16-row pieces
+    assert L.gemm_pieces(_Task((256, 0), (0, 256)), 2) is None      # k = 0: zero-fill, not BLAS
+    assert L.gemm_pieces(_Task((256, 256), (256, 256)), 2) is not None
+
+
+# ----- split products equal the unsplit ones -----
+
+
+def _products(dt):
+    rng = np.random.default_rng(5)
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(dt)
+
+    return [
+        ("square", lambda a, b: a @ b, (r(256, 256), r(256, 256))),
+        ("odd", lambda a, b: a @ b, (r(257, 131), r(131, 253))),
+        ("wide", lambda a, b: a @ b, (r(40, 300), r(300, 515))),
+        ("a.T", lambda a, b: a.T @ b, (r(131, 257), r(131, 253))),
+        ("b.T", lambda a, b: a @ b.T, (r(257, 131), r(253, 131))),
+        ("both.T", lambda a, b: a.T @ b.T, (r(131, 200), r(190, 131))),
+        ("batched", lambda a, b: a @ b, (r(3, 130, 70), r(3, 70, 150))),
+        ("batched-bT", lambda a, b: a @ np.swapaxes(b, -1, -2), (r(2, 5, 64, 40), r(2, 5, 300, 40))),
+        ("accumulate", lambda w, a, d: w - 0.1 * (a.T @ d), (r(256, 256), r(200, 256), r(200, 256))),
+        ("epilogue", lambda a, b: np.tanh(a @ b + 1.0), (r(200, 177), r(177, 190))),
+    ]
+
+
+@needs_blas
+@needs_pool
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_split_gemm_matches_unsplit_and_numpy(dt):
+    tol = 2e-5 if dt == np.float32 else 1e-12
+    for name, f, args in _products(dt):
+        e1 = compiled(f, *args, nthreads=1)
+        e2 = compiled(f, *args, nthreads=2)
+        e3 = compiled(f, *args, nthreads=3)
+        assert e1.stats["parallel_kernels"] == 0, name
+        assert e2.stats["parallel_kernels"] >= 1 and e3.stats["parallel_kernels"] >= 1, name
+        want = f(*(a.astype(np.float64) for a in args))
+        r1 = e1.run(list(args))[0]
+        scale = np.abs(want).max()
+        for e in (e2, e3):
+            got = e.run(list(args))[0]
+            assert got.dtype == dt, name
+            assert np.abs(got.astype(np.float64) - want).max() <= tol * scale, name
+            # against the unsplit call: the same sums, possibly other BLAS kernels (rounding only)
+            assert np.abs(got.astype(np.float64) - r1).max() <= tol * scale, name
+            np.testing.assert_array_equal(got, e.run(list(args))[0], err_msg=name)  # reproducible
+
+
+@needs_blas
+@needs_pool
+def test_split_results_do_not_depend_on_which_thread_runs_a_piece():
+    """Concurrent callers find the pool busy and run their pieces inline: bitwise the same results."""
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((300, 200)), rng.standard_normal((200, 260))
+
+    def f(a, b):
+        return np.tanh(a @ b) @ b.T
+
+    e = compiled(f, a, b, nthreads=2)
+    assert e.stats["parallel_kernels"] >= 2
+    want = e.run([a, b])[0]
+    before = rt.pool_stats()
+    errors: list = []
+
+    def work():
+        try:
+            for _ in range(30):
+                np.testing.assert_array_equal(e.run([a, b])[0], want)
+        except Exception as ex:  # noqa: BLE001
+            errors.append(ex)
+
+    ths = [threading.Thread(target=work) for _ in range(4)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in ths), "a compiled call hung"
+    assert not errors, errors[0]
+    after = rt.pool_stats()
+    assert after["jobs"] + after["inline_jobs"] >= before["jobs"] + before["inline_jobs"] + 4 * 30 * 2
+
+
+@needs_blas
+@needs_pool
+def test_one_thread_never_splits(monkeypatch):
+    """SYMGRAPH_NUM_THREADS=1 (bench --threads 1) pins every kernel to the calling thread."""
+    from symgraph.compile import compile
+
+    monkeypatch.setenv("SYMGRAPH_NUM_THREADS", "1")
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((256, 256)), rng.standard_normal((256, 256))
+    cf = compile(lambda a, b: np.tanh(a @ b) @ b)
+    np.testing.assert_allclose(cf(a, b), np.tanh(a @ b) @ b, rtol=1e-10, atol=1e-10)
+    assert cf.stats["threads"] == 1 and cf.stats["parallel_kernels"] == 0
+
+
+@needs_blas
+@needs_pool
+def test_blas_threads_setting_disables_gemm_pieces(monkeypatch):
+    """SYMGRAPH_BLAS_THREADS=2 lets OpenBLAS split products itself; pieces on top would oversubscribe."""
+    monkeypatch.setenv("SYMGRAPH_BLAS_THREADS", "2")
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((256, 256)), rng.standard_normal((256, 256))
+    e = compiled(lambda a, b: a @ b, a, b, nthreads=2)
+    assert e.stats["parallel_kernels"] == 0 and e.stats["blas_threads"] == 2
+    np.testing.assert_allclose(e.run([a, b])[0], a @ b, rtol=1e-10, atol=1e-10)
+
+
+# ----- loop kernels on the pool -----
+
+
+@needs_pool
+def test_mid_size_loop_kernels_split_on_the_pool():
+    x = np.random.default_rng(9).normal(size=(256, 256)).astype(np.float32)
+
+    def f(x):
+        return np.tanh(x) * 2.0, np.sum(np.exp(-x * x))
+
+    e1, e2 = compiled(f, x, nthreads=1), compiled(f, x, nthreads=2)
+    assert e2.stats["parallel_kernels"] >= 1 and e1.stats["parallel_kernels"] == 0
+    (t1, s1), (t2, s2) = e1.run([x]), e2.run([x])
+    np.testing.assert_array_equal(t1, t2)  # elementwise: same code per element
+    np.testing.assert_allclose(s2, s1, rtol=1e-5)  # partial sums combined in a fixed order
+    np.testing.assert_array_equal(e2.run([x])[1], s2)
+    np.testing.assert_allclose(t2, np.tanh(x) * 2.0, rtol=1e-6, atol=1e-6)
+
+
+# ----- the pool -----
+
+
+@needs_pool
+def test_pool_runs_pieces_on_workers():
+    rng = np.random.default_rng(10)
+    a, b = rng.standard_normal((512, 512)), rng.standard_normal((512, 512))
+    e = compiled(lambda a, b: a @ b, a, b, nthreads=2)
+    before = rt.pool_stats()
+    for _ in range(20):
+        np.testing.assert_allclose(e.run([a, b])[0], a @ b, rtol=1e-10, atol=1e-10)
+    after = rt.pool_stats()
+    assert after["workers"] >= 1 and after["create_failed"] == 0
+    assert after["jobs"] + after["inline_jobs"] >= before["jobs"] + before["inline_jobs"] + 20
+    # each call takes milliseconds: the woken worker claims pieces of some of them
+    assert after["worker_pieces"] > before["worker_pieces"]
+
+
+@needs_pool
+def test_no_worker_threads_means_inline_and_correct():
+    """pthread_create fails (address space too small for a thread stack): every call runs inline."""
+    r = run_py("""
+        import resource, numpy as np, symgraph as sg, codegen
+        from codegen import runtime as rt
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((256, 256)), rng.standard_normal((256, 256))
+        e = codegen.compile_graph(sg.simplify(sg.trace(lambda a, b: np.tanh(a @ b) @ b, a, b)), nthreads=2)
+        assert e.stats["parallel_kernels"] >= 2
+        want = np.tanh(a @ b) @ b
+        out = np.empty_like(want)
+        vm = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (vm + (4 << 20), resource.RLIM_INFINITY))
+        res = [e.run([a, b])[0] for _ in range(3)]
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        st = rt.pool_stats()
+        assert st["create_failed"] == 1 and st["workers"] == 0, st
+        assert st["inline_jobs"] >= 6 and st["jobs"] == 0, st
+        for x in res:
+            np.testing.assert_allclose(x, want, rtol=1e-10, atol=1e-10)
+        print("ok")
+    """)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+
+
+@needs_pool
+def test_worker_cap_zero_runs_inline():
+    r = run_py("""
+        import numpy as np, symgraph as sg, codegen
+        from codegen import runtime as rt
+        rt.set_pool_limits(max_workers=0)
+        x = np.random.default_rng(1).normal(size=(512, 512))
+        e = codegen.compile_graph(sg.simplify(sg.trace(lambda x: np.tanh(x) @ x, x)), nthreads=4)
+        np.testing.assert_allclose(e.run([x])[0], np.tanh(x) @ x, rtol=1e-10, atol=1e-10)
+        st = rt.pool_stats()
+        assert st["workers"] == 0 and st["jobs"] == 0 and st["inline_jobs"] >= 1, st
+        rt.set_pool_limits(max_workers=3)
+        np.testing.assert_allclose(e.run([x])[0], np.tanh(x) @ x, rtol=1e-10, atol=1e-10)
+        st = rt.pool_stats()
+        assert st["workers"] == 3 and st["jobs"] >= 1, st
+        print("ok")
+    """)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+
+
+@needs_pool
+def test_pool_survives_fork_and_exits_cleanly():
+    r = run_py("""
+        import os, numpy as np, symgraph as sg, codegen
+        from codegen import runtime as rt
+        x = np.random.default_rng(2).normal(size=(384, 384))
+        e = codegen.compile_graph(sg.simplify(sg.trace(lambda x: x @ x.T, x)), nthreads=2)
+        want = x @ x.T
+        np.testing.assert_allclose(e.run([x])[0], want, rtol=1e-10, atol=1e-10)
+        assert rt.pool_stats()["workers"] == 1
+        pid = os.fork()
+        if pid == 0:
+            ok = all(np.allclose(e.run([x])[0], want, rtol=1e-10, atol=1e-10) for _ in range(20))
+            st = rt.pool_stats()
+            os._exit(0 if ok and st["workers"] == 1 else 3)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        np.testing.assert_allclose(e.run([x])[0], want, rtol=1e-10, atol=1e-10)
+        print("ok")
+    """, timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+
+
+@needs_pool
+def test_pool_directly_many_small_jobs_no_hang():
+    """Thousands of jobs of 0..9 pieces from 3 threads at once, on 1..4 threads: all pieces run once."""
+    r = run_py("""
+        import ctypes, threading, numpy as np
+        from codegen import runtime as rt
+        from codegen.jit import compile_ir
+        assert rt.thread_pool() == "symgraph_pool_run"
+        text = '''
+        declare void @symgraph_pool_run(ptr, ptr, i64, i64, i32)
+        define ptr @piece(ptr %c) {
+          %out = load ptr, ptr %c
+          %p = getelementptr i64, ptr %c, i64 1
+          %i = load i64, ptr %p
+          %dst = getelementptr i64, ptr %out, i64 %i
+          %v = load i64, ptr %dst
+          %v1 = add i64 %v, 1
+          store i64 %v1, ptr %dst
+          ret ptr null
+        }
+        define void @drive(ptr %ctx, i64 %n, i32 %t) {
+          call void @symgraph_pool_run(ptr @piece, ptr %ctx, i64 16, i64 %n, i32 %t)
+          ret void
+        }
+        '''
+        j = compile_ir(text, entry="drive")
+        drive = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32)(j.address)
+        errors = []
+        def work(seed):
+            rng = np.random.default_rng(seed)
+            for _ in range(1500):
+                n, t = int(rng.integers(0, 10)), int(rng.integers(1, 5))
+                out = np.zeros(max(n, 1), np.int64)
+                ctx = np.zeros((max(n, 1), 2), np.int64)
+                ctx[:, 0] = out.ctypes.data
+                ctx[:, 1] = np.arange(max(n, 1))
+                drive(ctx.ctypes.data, n, t)
+                if not np.array_equal(out[:n], np.ones(n, np.int64)):
+                    errors.append((n, t, out))
+        ths = [threading.Thread(target=work, args=(s,)) for s in range(3)]
+        [x.start() for x in ths]
+        [x.join() for x in ths]
+        assert not errors, errors[:3]
+        st = rt.pool_stats()
+        assert st["jobs"] > 0 and st["workers"] >= 1, st
+        print("ok", st)
+    """, timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
