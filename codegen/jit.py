@@ -145,6 +145,31 @@ def _cache_dir() -> str | None:
     return d or None
 
 
+#: Header of a disk-cache file: magic (8 bytes), then the SHA-256 of the object bytes (32 bytes).
+CACHE_MAGIC = b"SGOBJ\x01\x00\x00"
+
+
+def _wrap_cached_object(obj: bytes) -> bytes:
+    """A disk-cache file's contents: `CACHE_MAGIC`, SHA-256 of `obj`, then `obj` (plain object code)."""
+    return CACHE_MAGIC + hashlib.sha256(obj).digest() + obj
+
+
+def _unwrap_cached_object(data: bytes) -> bytes | None:
+    """The object bytes of a disk-cache file, or None when the header or the checksum does not match.
+
+    LLVM's object loader trusts its input: an empty, truncated or overwritten
+    file would crash the process. Only bytes whose SHA-256 matches the one
+    written beside them reach it.
+    """
+    head = len(CACHE_MAGIC) + 32
+    if len(data) <= head or not data.startswith(CACHE_MAGIC):
+        return None
+    obj = data[head:]
+    if hashlib.sha256(obj).digest() != data[len(CACHE_MAGIC):head]:
+        return None
+    return obj
+
+
 def compile_ir(ir_text: str, entry: str = "entry", key_extra: str = "") -> Jitted:
     """Optimize and compile IR text, or load its object code from the disk cache.
 
@@ -173,10 +198,13 @@ def _compile_ir(ir_text: str, entry: str, key_extra: str) -> Jitted:
     if path and os.path.exists(path):
         try:
             with open(path, "rb") as f:
-                obj = f.read()
-            source = "disk"
+                obj = _unwrap_cached_object(f.read())
         except OSError:
             obj = None
+        if obj is None:
+            log.debug("codegen: object cache %s is unreadable, truncated or corrupt; recompiling", path)
+        else:
+            source = "disk"
     if obj is None:
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
@@ -190,7 +218,7 @@ def _compile_ir(ir_text: str, entry: str, key_extra: str) -> Jitted:
                 os.makedirs(d, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
                 with os.fdopen(fd, "wb") as f:
-                    f.write(obj)
+                    f.write(_wrap_cached_object(obj))
                 os.replace(tmp, path)
             except OSError as e:  # a read-only cache directory is not an error
                 log.debug("codegen: could not write object cache %s: %s", path, e)

@@ -534,12 +534,54 @@ def test_disk_object_cache(tmp_path, monkeypatch):
     r1 = c1(x)
     assert c1.stats["cache"] == "memory"
     files = list(tmp_path.glob("*.o"))
-    assert len(files) == 1 and files[0].read_bytes()[:4] == b"\x7fELF"
+    data = files[0].read_bytes()
+    assert data[:8] == b"SGOBJ\x01\x00\x00" and data[40:44] == b"\x7fELF"  # header, then plain object code
     c2 = compile(f)
     r2 = c2(x)
     assert c2.stats["cache"] == "disk"
     np.testing.assert_array_equal(r1, r2)
     assert "define" in c2.llvm_ir() and "entry" in c2.asm()
+
+
+def test_damaged_disk_cache_is_recompiled_never_crashes(tmp_path):
+    """An empty, truncated, overwritten or headerless cache file is compiled again (checked in fresh processes)."""
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import symgraph as sg
+        cf = sg.compile(lambda x: np.sin(x) * 2)
+        r = cf(np.linspace(0, 1, 9))
+        np.testing.assert_allclose(r, np.sin(np.linspace(0, 1, 9)) * 2, rtol=1e-15)
+        print(cf.stats["cache"])
+    """)
+    env = dict(os.environ, SYMGRAPH_CACHE_DIR=str(tmp_path))
+    run = lambda: subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    first = run()
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == ["memory"]
+    paths = sorted(tmp_path.glob("*.o"))  # the function's object and the runtime's support modules
+    assert paths
+    goods = {p: p.read_bytes() for p in paths}
+
+    def damaged(good: bytes) -> dict:
+        return {
+            "empty": b"",
+            "truncated": good[: len(good) // 2],
+            "random": bytes(np.random.default_rng(0).integers(0, 256, len(good), dtype=np.uint8)),
+            "flipped byte": good[:-9] + bytes([good[-9] ^ 0xFF]) + good[-8:],
+            "headerless object": good[40:],
+        }
+
+    for what in damaged(b"x" * 64):
+        for p, good in goods.items():
+            p.write_bytes(damaged(good)[what])
+        r = run()
+        assert r.returncode == 0, (what, r.returncode, r.stderr[-2000:])
+        assert r.stdout.split() == ["memory"], what
+        for p, good in goods.items():
+            assert p.read_bytes() == good, what  # rewritten with a valid file
+    r = run()
+    assert r.returncode == 0 and r.stdout.split() == ["disk"]
 
 
 def test_inspection():

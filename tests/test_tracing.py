@@ -211,3 +211,51 @@ def test_import_does_not_load_codegen_or_llvmlite():
     code = "import symgraph, sys; print('codegen' in sys.modules, 'llvmlite' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+# ----- NumPy semantics that a composite could get wrong -----
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+def test_small_integer_sums_accumulate_in_64_bits_like_numpy(backend):
+    x = np.full(300, 200, dtype=np.uint8)
+    y = np.full(3, 2**31 - 1, dtype=np.int32)
+    b = np.array([True, False, True, True])
+    i8 = np.array([[100, 100], [100, 27]], dtype=np.int8)
+    cases = [(np.sum, x), (lambda a: a.sum(), y), (np.sum, b), (lambda a: np.sum(a, axis=0), i8),
+             (np.prod, np.array([100, 100, 100], dtype=np.int16)), (lambda a: np.sum(a, dtype=np.int8), i8)]
+    for fn, a in cases:
+        got, ref = sg.compile(fn, backend=backend)(a), fn(a)
+        assert np.asarray(got).dtype == ref.dtype, (a.dtype, np.asarray(got).dtype, ref.dtype)
+        np.testing.assert_array_equal(got, ref)
+
+
+def _ulps(got, ref):
+    got, ref = np.asarray(got), np.asarray(ref)
+    same = (got == ref) | (np.isnan(got) & np.isnan(ref))
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(got.astype(np.float64) - ref.astype(np.float64)) / np.spacing(np.abs(ref)).astype(np.float64)
+    return float(np.max(np.where(same, 0.0, err)))
+
+
+@pytest.mark.parametrize("dtype,top,budget", [(np.float64, 711.0, 4), (np.float32, 90.0, 6)])
+@pytest.mark.parametrize("fn", [np.sinh, np.cosh])
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+def test_sinh_cosh_accurate_over_the_whole_range(fn, dtype, top, budget, backend):
+    tiny = np.finfo(dtype).smallest_subnormal
+    x = np.concatenate([np.linspace(-top, top, 4001), [0.0, -0.0, 1e-20, -1e-20, tiny, -tiny, np.inf, -np.inf,
+                                                       np.nan, 19.999, 20.0, 20.001, -20.0]]).astype(dtype)
+    with np.errstate(over="ignore"):
+        ref = fn(x)
+        got = sg.compile(fn, backend=backend)(x)
+    assert got.dtype == dtype
+    assert _ulps(got, ref) <= budget
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(ref))  # -0.0 and the sign of inf kept
+
+
+def test_sinh_cosh_derivatives_are_each_other():
+    for v in (0.0, 1e-10, 0.5, -3.0, 30.0, 709.0, 710.0):
+        np.testing.assert_allclose(sg.grad(np.sinh)(v), np.cosh(v), rtol=4e-16)
+        np.testing.assert_allclose(sg.grad(np.cosh)(v), np.sinh(v), rtol=4e-16, atol=0)
+    np.testing.assert_allclose(sg.grad(sg.grad(np.sinh))(0.7), np.sinh(0.7), rtol=4e-16)
+    sg.check_grads(lambda x: np.sum(np.sinh(x) * np.cosh(x)), (np.array([-25.0, -2, 0.3, 1.5, 22.0]),), order=2)
