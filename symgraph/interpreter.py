@@ -23,15 +23,21 @@ def check_arguments(graph: Graph, args: tuple) -> list[np.ndarray]:
     Raises:
         ShapeError: an argument of the wrong shape, or the wrong number/structure of arguments.
         DTypeError: an argument whose dtype cannot be cast to the traced dtype (same kind).
+        UnsupportedOpError: a masked array (the mask would be lost).
     """
     leaves, tree = tree_flatten(tuple(args))
     if graph.in_tree is not None and tree != graph.in_tree:
         raise ShapeError(f"{graph.name}: arguments have structure {tree}, the graph was traced with {graph.in_tree}")
     if len(leaves) != len(graph.inputs):
         raise ShapeError(f"{graph.name}: expected {len(graph.inputs)} array arguments, got {len(leaves)}")
+    from .tracing import _leaf_problem  # the per-leaf check shared with trace and compile
+
     out = []
     for i, (x, node) in enumerate(zip(leaves, graph.inputs)):
         name = node.attr("name", f"arg{i}")
+        problem = _leaf_problem(x) if type(x) is not np.ndarray else None
+        if problem is not None:  # masked arrays, strings, ...
+            raise problem[0](f"{graph.name}: argument {name} {problem[1]}")
         if isinstance(x, np.ndarray) and x.dtype == object:
             raise DTypeError(f"{graph.name}: argument {name} is an object array")
         a = np.asarray(x)

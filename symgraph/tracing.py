@@ -18,9 +18,9 @@ from . import lax as L
 from .errors import DTypeError, ShapeError, SymgraphError, TracerConversionError, UnsupportedOpError
 from .ir import Builder, Graph, Node, current_builder
 from .ops import OPS
-from .tree import tree_flatten, tree_unflatten
+from .tree import tree_flatten, tree_paths, tree_unflatten
 
-__all__ = ["trace", "make_input", "getitem", "flatten_args"]
+__all__ = ["trace", "make_input", "getitem", "flatten_args", "check_args", "arg_leaf_names"]
 
 _input_tags = iter(range(1 << 62))
 
@@ -33,12 +33,43 @@ def make_input(shape: tuple, dtype: Any, index: int, name: str) -> Node:
     )
 
 
+def _leaf_problem(x: Any) -> tuple[type, str] | None:
+    """Why `x` cannot be an argument leaf: (error class, message after "argument NAME"), or None."""
+    if isinstance(x, Node) or isinstance(x, (bool, np.bool_)):
+        return None
+    if isinstance(x, numbers.Real) and not isinstance(x, np.generic):
+        return None
+    if isinstance(x, np.ma.MaskedArray):
+        n = int(np.ma.count_masked(x))
+        return UnsupportedOpError, (f"is a numpy.ma.MaskedArray (shape {x.shape}, {n} masked entries); symgraph has no "
+                                    f"masked-array semantics and would silently drop the mask. Pass the data "
+                                    f"explicitly (np.ma.filled(x, fill_value) or x.data) and apply the mask with "
+                                    f"np.where")
+    if isinstance(x, (np.ndarray, np.generic)):
+        if x.dtype == object or x.dtype.kind not in "biuf":
+            return DTypeError, f"has dtype {x.dtype}; symgraph traces bool, integer and float arrays"
+        return None
+    if isinstance(x, (list, tuple)):
+        return DTypeError, f"is a {type(x).__name__}; pass np.asarray(...) for arrays"
+    return DTypeError, (f"has type {type(x).__name__}; symgraph traces arrays and numbers "
+                        f"(mark other arguments static, or close over them)")
+
+
 def leaf_spec(x: Any, pos: str) -> tuple[tuple, np.dtype]:
     """Shape and dtype of an argument leaf (Python floats are float64 scalars).
 
+    Args:
+        x: the leaf.
+        pos: its name in error messages ("0 (x)").
+
     Raises:
         DTypeError: for object arrays, strings and other non-numeric leaves.
+        UnsupportedOpError: for masked arrays (the mask would be lost).
     """
+    problem = _leaf_problem(x)
+    if problem is not None:
+        cls, msg = problem
+        raise cls(f"argument {pos} {msg}")
     if isinstance(x, Node):
         return x.shape, x.dtype
     if isinstance(x, (bool, np.bool_)):
@@ -47,14 +78,112 @@ def leaf_spec(x: Any, pos: str) -> tuple[tuple, np.dtype]:
         return (), np.dtype(np.int64)
     if isinstance(x, numbers.Real) and not isinstance(x, np.generic):
         return (), np.dtype(np.float64)
-    if isinstance(x, (np.ndarray, np.generic)):
-        if x.dtype == object or x.dtype.kind not in "biuf":
-            raise DTypeError(f"argument {pos} has dtype {x.dtype}; symgraph traces bool, integer and float arrays")
-        return tuple(x.shape), x.dtype.newbyteorder("=")  # byte-swapped arrays trace as native dtypes
-    if isinstance(x, (list, tuple)):
-        raise DTypeError(f"argument {pos} is a {type(x).__name__}; pass np.asarray(...) for arrays")
-    raise DTypeError(f"argument {pos} has type {type(x).__name__}; symgraph traces arrays and numbers "
-                     f"(mark other arguments static, or close over them)")
+    return tuple(x.shape), x.dtype.newbyteorder("=")  # byte-swapped arrays trace as native dtypes
+
+
+def _is_number_list(x: Any) -> bool:
+    """A non-empty (nested) list of Python or NumPy scalars: an array spelled as a list."""
+    if not isinstance(x, list) or not x:
+        return False
+    return all(_is_number_list(c) if isinstance(c, list) else
+               isinstance(c, (numbers.Number, np.bool_)) and not isinstance(c, Node) for c in x)
+
+
+def _find_number_list(tops: list[Any]) -> tuple[int, str] | None:
+    """(index into tops, path) of the first list of numbers in the arguments, or None."""
+    for top, obj in enumerate(tops):
+        stack: list[tuple[Any, str]] = [(obj, "")]
+        while stack:
+            o, path = stack.pop()
+            if isinstance(o, list):
+                if _is_number_list(o):
+                    return top, path
+                stack.extend((c, f"{path}[{i}]") for i, c in enumerate(o))
+            elif isinstance(o, tuple):
+                fields = getattr(o, "_fields", None)
+                stack.extend((c, f"{path}.{fields[i]}" if fields else f"{path}[{i}]") for i, c in enumerate(o))
+            elif isinstance(o, dict):
+                stack.extend((v, f"{path}[{k!r}]") for k, v in o.items())
+    return None
+
+
+def arg_leaf_names(f: Callable | None, args: tuple, kwargs: dict | None = None,
+                   positions: list[int] | None = None) -> list[str]:
+    """Names of the argument leaves, in flattening order, for error messages.
+
+    Args:
+        f: the user's function (its parameter names are used when available).
+        args: positional arguments.
+        kwargs: keyword arguments (their leaves come after the positional ones).
+        positions: the original position of each of `args` (when static ones were removed).
+
+    Returns:
+        One name per leaf: "0 (x)", "1 (params['w'][0])", "scale (keyword)".
+    """
+    positions = list(range(len(args))) if positions is None else positions
+    nparams = max(positions, default=-1) + 1
+    pnames = _arg_names(f, nparams) if f is not None else [f"arg{i}" for i in range(nparams)]
+    names = []
+    for k, a in zip(positions, args):
+        for p in tree_paths(tree_flatten(a)[1]):
+            names.append(f"{k} ({pnames[k]}{p})")
+    for key in sorted(kwargs or {}):
+        for p in tree_paths(tree_flatten(kwargs[key])[1]):
+            names.append(f"{key}{p} (keyword)")
+    return names
+
+
+def check_args(args: tuple, f: Callable | None = None, fname: str | None = None, kwargs: dict | None = None,
+               positions: list[int] | None = None) -> tuple[list[Any], Any, list[tuple[tuple, np.dtype]]]:
+    """The argument check shared by every entry point (trace, transformations on arrays, compile).
+
+    Every leaf must be a bool/integer/float array or a Python number; lists of
+    numbers are rejected (symgraph, like `jax.jit`, treats lists as pytrees,
+    not arrays), and so are masked arrays (the mask would be lost). Errors name
+    the argument by position, parameter name and pytree path.
+
+    Args:
+        args: positional arguments (pytrees).
+        f: the user's function, for parameter names.
+        fname: prefix of error messages ("compile(f)", "grad(f)").
+        kwargs: keyword arguments; when given, the tree is `(args, kwargs)`.
+        positions: the original position of each of `args` (when static ones were removed).
+
+    Returns:
+        (leaves, treedef, [(shape, dtype) per leaf]); byte-swapped dtypes are given in native order.
+
+    Raises:
+        DTypeError: a list of numbers (pass np.asarray), a string, object or complex array, ...
+        UnsupportedOpError: a masked array.
+    """
+    args = tuple(args)
+    prefix = f"{fname}: " if fname else ""
+    positions = list(range(len(args))) if positions is None else positions
+    kw_keys = sorted(kwargs or {})
+    bad = _find_number_list(list(args) + [kwargs[k] for k in kw_keys])
+    if bad is not None:
+        top, path = bad
+        if top >= len(args):
+            name = f"{kw_keys[top - len(args)]}{path} (keyword)"
+        else:
+            k = positions[top]
+            name = f"{k} ({_arg_names(f, k + 1)[k] if f is not None else f'arg{k}'}{path})"
+        raise DTypeError(f"{prefix}argument {name} is a Python list of numbers; symgraph does not convert lists to "
+                         f"arrays (lists are pytrees: containers of arrays). Pass np.asarray(...) for an array, or "
+                         f"a tuple for a pytree of scalars")
+    leaves, treedef = tree_flatten(args if kwargs is None else (args, kwargs))
+    specs = []
+    for i, x in enumerate(leaves):
+        if type(x) is np.ndarray and x.dtype.kind in "biuf":
+            d = x.dtype
+            specs.append((x.shape, d if d.isnative else d.newbyteorder("=")))
+            continue
+        problem = _leaf_problem(x)
+        if problem is not None:
+            cls, msg = problem
+            raise cls(f"{prefix}argument {arg_leaf_names(f, args, kwargs, positions)[i]} {msg}")
+        specs.append(leaf_spec(x, str(i)))
+    return leaves, treedef, specs
 
 
 def flatten_args(args: tuple) -> tuple[list[Any], Any]:
@@ -95,14 +224,16 @@ def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
         result leaf; `graph.evaluate(*args)` reruns it with the NumPy evaluator.
 
     Raises:
-        DTypeError: for arguments that are not numeric arrays or numbers.
+        DTypeError: for arguments that are not numeric arrays or numbers
+            (including lists of numbers: pass np.asarray(...)).
+        UnsupportedOpError: for masked arrays (the mask would be lost).
         TracerConversionError: when f needs a concrete value of a tracer
             (Python `if` on a traced value, float(), ...).
         UnsupportedOpError: for NumPy functions without a rule.
     """
     if not callable(f):
         raise SymgraphError(f"trace: expected a callable, got {type(f).__name__}")
-    leaves, in_tree = flatten_args(example_args)
+    leaves, in_tree, specs = check_args(example_args, f, name or getattr(f, "__name__", "f"))
     names = _arg_names(f, len(example_args))
     counts = [len(tree_flatten(a)[0]) for a in example_args]
     leaf_names = []
@@ -110,8 +241,7 @@ def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
         leaf_names.extend([nm] if c == 1 else [f"{nm}[{j}]" for j in range(c)])
     with Builder() as b:
         inputs = []
-        for i, (x, nm) in enumerate(zip(leaves, leaf_names)):
-            shape, dtype = leaf_spec(x, nm)
+        for i, ((shape, dtype), nm) in enumerate(zip(specs, leaf_names)):
             inputs.append(make_input(shape, dtype, i, nm))
         out = f(*tree_unflatten(in_tree, inputs))
         out_leaves, out_tree = tree_flatten(out)

@@ -21,7 +21,7 @@ from . import lax as L
 from .autodiff import fresh, is_float, jvp_nodes, vjp_nodes
 from .errors import DTypeError, NonScalarOutputError, ShapeError, SymgraphError
 from .ir import Node
-from .tracing import as_output, trace
+from .tracing import _leaf_problem, arg_leaf_names, as_output, check_args, leaf_spec, trace
 from .tree import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient",
@@ -57,8 +57,13 @@ def _normalize_argnums(argnums: int | Sequence[int], nargs: int, fname: str) -> 
     return tuple(a % nargs for a in nums), single
 
 
-def _run(fn: Callable, args: tuple, name: str, simplify: bool | None = None) -> Any:
-    """Trace fn on concrete args, simplify, evaluate with the NumPy evaluator."""
+def _run(fn: Callable, args: tuple, name: str, simplify: bool | None = None, user_fn: Callable | None = None) -> Any:
+    """Trace fn on concrete args, simplify, evaluate with the NumPy evaluator.
+
+    `user_fn` (the function the user passed, when fn wraps it) names the arguments in error messages.
+    """
+    if user_fn is not None:
+        check_args(args, user_fn, name)
     g = trace(fn, *args, name=name)
     if config.simplify if simplify is None else simplify:
         from .passes.simplify import simplify as _simplify
@@ -92,16 +97,17 @@ def _wrt_leaves(args: tuple, nums: tuple[int, ...], fname: str) -> tuple[list, l
 
 
 def _scalar_output(out: Any, fname: str) -> Node:
+    what = fname.partition("(")[0]  # grad, value_and_grad, hessian, hvp
     leaves, _ = tree_flatten(out)
     if len(leaves) != 1:
-        raise NonScalarOutputError(f"{fname}: the function returned {len(leaves)} arrays; grad needs a single "
+        raise NonScalarOutputError(f"{fname}: the function returned {len(leaves)} arrays; {what} needs a single "
                                    f"scalar output (use has_aux=True for auxiliary outputs, or jacobian/vjp)")
     o = as_output(leaves[0], 0)
     if o.shape != ():
-        raise NonScalarOutputError(f"{fname}: the function output has shape {o.shape}; grad needs a scalar output "
+        raise NonScalarOutputError(f"{fname}: the function output has shape {o.shape}; {what} needs a scalar output "
                                    f"(reduce it with sum/mean, or use sg.jacobian or sg.vjp)")
     if not is_float(o):
-        raise DTypeError(f"{fname}: the function output has dtype {o.dtype}; grad needs a float output")
+        raise DTypeError(f"{fname}: the function output has dtype {o.dtype}; {what} needs a float output")
     return o
 
 
@@ -147,7 +153,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, 
         nums, single = _normalize_argnums(argnums, len(args), fname)
         if _any_traced(args):
             return _value_and_grad_inline(f, args, nums, single, has_aux, fname)
-        return _run(lambda *a: _value_and_grad_inline(f, a, nums, single, has_aux, fname), args, fname)
+        return _run(lambda *a: _value_and_grad_inline(f, a, nums, single, has_aux, fname), args, fname, user_fn=f)
 
     return vg
 
@@ -172,8 +178,11 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
     """
     if f is None:
         return functools.partial(grad, argnums=argnums, has_aux=has_aux)
-    vg = value_and_grad(f, argnums=argnums, has_aux=has_aux)
-    fname = f"grad({getattr(f, '__name__', 'f')})"
+    return _grad(f, argnums, has_aux, f"grad({getattr(f, '__name__', 'f')})")
+
+
+def _grad(f: Callable, argnums: int | Sequence[int], has_aux: bool, fname: str) -> Callable:
+    """`grad(f)` whose error messages name `fname` (hessian and hvp are built on it)."""
 
     @functools.wraps(f)
     def g(*args: Any) -> Any:
@@ -186,26 +195,49 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
             v, gr = _value_and_grad_inline(f, a, nums, single, has_aux, fname)
             return (gr, v[1]) if has_aux else gr
 
-        return _run(inner, args, fname)
+        return _run(inner, args, fname, user_fn=f)
 
-    del vg
     return g
 
 
-def _check_tangents(primals: tuple, tangents: tuple, fname: str) -> tuple[list, list, Any]:
+def _check_tangents(f: Callable, primals: tuple, tangents: tuple, fname: str) -> tuple[list, list, Any]:
+    """Tangents must match their primals in structure, shape and dtype (as in JAX).
+
+    A Python float tangent is accepted for a float32 or float64 primal (it takes the primal's dtype).
+    """
     pl, ptree = tree_flatten(tuple(primals))
     tl, ttree = tree_flatten(tuple(tangents))
     if ptree != ttree:
         raise ShapeError(f"{fname}: tangents have structure {ttree}, primals have {ptree}")
+    names = None
     for i, (p, t) in enumerate(zip(pl, tl)):
-        ps, ts = np.shape(p) if not isinstance(p, Node) else p.shape, np.shape(t) if not isinstance(t, Node) else t.shape
+        if isinstance(p, Node):
+            ps, pd = p.shape, p.dtype
+        else:
+            ps, pd = leaf_spec(p, f"{i}")
+        if isinstance(t, Node):
+            ts, td = t.shape, t.dtype
+        else:
+            problem = _leaf_problem(t)
+            if problem is not None:
+                names = names or arg_leaf_names(f, tuple(primals))
+                raise problem[0](f"{fname}: the tangent of argument {names[i]} {problem[1]}")
+            ts, td = leaf_spec(t, f"{i}")
         if tuple(ps) != tuple(ts):
-            raise ShapeError(f"{fname}: tangent {i} has shape {tuple(ts)}, its primal has shape {tuple(ps)}")
+            names = names or arg_leaf_names(f, tuple(primals))
+            raise ShapeError(f"{fname}: the tangent of argument {names[i]} has shape {tuple(ts)}, the primal has "
+                             f"shape {tuple(ps)}")
+        if type(t) is float and pd.kind == "f":
+            tl[i] = np.asarray(t, dtype=pd)  # a Python float takes the primal's float dtype
+        elif pd.kind == "f" and td != pd:
+            names = names or arg_leaf_names(f, tuple(primals))
+            raise DTypeError(f"{fname}: the tangent of argument {names[i]} has dtype {td}, the primal has dtype "
+                             f"{pd}; a tangent must have its primal's dtype (cast it with .astype(np.{pd}))")
     return pl, tl, ptree
 
 
 def _jvp_inline(f: Callable, primals: tuple, tangents: tuple, fname: str):
-    pl, tl, ptree = _check_tangents(primals, tangents, fname)
+    pl, tl, ptree = _check_tangents(f, primals, tangents, fname)
     fl = []
     for i, p in enumerate(pl):
         node = L.asnode(p)
@@ -234,13 +266,19 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
 
     Raises:
         ShapeError: a tangent whose shape differs from its primal.
-        DTypeError: a tangent for an integer or bool primal.
+        DTypeError: a tangent whose dtype differs from its float primal (a
+            Python float is accepted), or a tangent for an integer or bool primal.
     """
+    return _jvp(f, primals, tangents, f"jvp({getattr(f, '__name__', 'f')})")
+
+
+def _jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any], fname: str) -> tuple[Any, Any]:
     primals, tangents = tuple(primals), tuple(tangents)
-    fname = f"jvp({getattr(f, '__name__', 'f')})"
     if _any_traced((primals, tangents)):
         return _jvp_inline(f, primals, tangents, fname)
-    _check_tangents(primals, tangents, fname)
+    check_args(primals, f, fname)
+    _, tl, ptree = _check_tangents(f, primals, tangents, fname)
+    tangents = tree_unflatten(ptree, tl)
     return _run(lambda p, t: _jvp_inline(f, p, t, fname), (primals, tangents), fname)
 
 
@@ -287,7 +325,7 @@ def vjp(f: Callable, *primals: Any) -> tuple[Any, Callable]:
             return _vjp_inline(f, primals, ct, fname)
 
         return out, pullback_inline
-    out = _run(f, primals, getattr(f, "__name__", "f"))
+    out = _run(f, primals, fname, user_fn=f)
 
     def pullback(ct: Any) -> tuple:
         if _any_traced(ct):
@@ -376,7 +414,7 @@ def _jacobian(f: Callable, argnums: int | Sequence[int], mode: str | None, fname
     def jac(*args: Any) -> Any:
         if _any_traced(args):
             return inline(*args)
-        return _run(inline, args, fname)
+        return _run(inline, args, fname, user_fn=f)
 
     return jac
 
@@ -438,7 +476,8 @@ def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         NonScalarOutputError: f's output is not a scalar.
         DTypeError: an integer or bool argument.
     """
-    return _jacobian(grad(f, argnums=argnums), argnums, "fwd", f"hessian({getattr(f, '__name__', 'f')})")
+    fname = f"hessian({getattr(f, '__name__', 'f')})"
+    return _jacobian(_grad(f, argnums, False, fname), argnums, "fwd", fname)
 
 
 def hvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
@@ -454,11 +493,16 @@ def hvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
 
     Returns:
         H @ v, shaped like the (first) primal; a tuple when f takes several arguments.
+
+    Raises:
+        NonScalarOutputError: f's output is not a scalar.
+        ShapeError, DTypeError: tangents that do not match the primals (shape, dtype), as in `jvp`.
     """
     primals, tangents = tuple(primals), tuple(tangents)
     argnums = tuple(range(len(primals)))
-    g = grad(f, argnums=argnums if len(primals) > 1 else 0)
-    _, t = jvp(g, primals, tangents)
+    fname = f"hvp({getattr(f, '__name__', 'f')})"
+    g = _grad(f, argnums if len(primals) > 1 else 0, False, fname)
+    _, t = _jvp(g, primals, tangents, fname)
     return t
 
 

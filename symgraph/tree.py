@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure"]
+__all__ = ["TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure", "tree_paths"]
 
 
 class TreeDef:
@@ -162,3 +162,26 @@ def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
             raise ValueError(f"tree_map: structures differ: {td} vs {rtd}")
         others.append(rl)
     return tree_unflatten(td, [fn(*xs) for xs in zip(leaves, *others)])
+
+
+def tree_paths(treedef: TreeDef) -> list[str]:
+    """The path of each leaf below `treedef`, in flattening order, as Python index syntax.
+
+    Example: the structure of `({"w": [a, b]}, c)` gives `["[0]['w'][0]", "[0]['w'][1]", "[1]"]`; a
+    namedtuple field is `.name`; a bare leaf is `""`. Used to name arguments in error messages.
+    """
+    paths: list[str] = []
+    stack: list[tuple[TreeDef, str]] = [(treedef, "")]
+    while stack:
+        td, path = stack.pop()
+        if td.kind == "leaf":
+            paths.append(path)
+            continue
+        if td.kind == "dict":
+            keys = [f"{path}[{k!r}]" for k in td.meta]
+        elif td.kind == "namedtuple":
+            keys = [f"{path}.{name}" for name in td.meta._fields]
+        else:
+            keys = [f"{path}[{i}]" for i in range(len(td.children))]
+        stack.extend(reversed(list(zip(td.children, keys))))
+    return paths

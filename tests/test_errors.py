@@ -157,6 +157,8 @@ KINDS = {
     "big-endian": (lambda: _X.astype(">f8"), "ok"),
     "unaligned": (lambda: _unaligned_copy(), "ok"),
     "float32": (lambda: _X.astype(np.float32), "ok"),
+    "masked array": (lambda: np.ma.masked_array(_X, _X > 1), sg.UnsupportedOpError),  # the mask would be lost
+    "list of numbers": (lambda: [[-0.7, 0.2, 1.3], [0.4, -1.1, 0.9]], sg.DTypeError),  # pass np.asarray(...)
 }
 
 
@@ -172,6 +174,8 @@ def _outcome(entry: str, kind: str):
     needs_float = ENTRIES[entry][2]
     if out == "deriv":
         out = sg.DTypeError if needs_float else "ok"
+    if entry == "evaluate" and kind == "list of numbers":
+        return sg.ShapeError  # a traced graph checks the structure first: a list is not the traced array
     if entry == "evaluate" and out == "ok":
         # the graph was traced for float64 (2, 3): other shapes are ShapeErrors, same-kind dtypes are cast
         a = KINDS[kind][0]()
@@ -564,6 +568,23 @@ def test_api_misuse():
         (lambda: sg.jvp(np.sin, (x,), (np.ones(3),)), sg.ShapeError, ["tangent", "(3,)", "(2, 3)"]),
         (lambda: sg.jvp(np.sin, (x,), (x, x)), sg.ShapeError, ["structure"]),
         (lambda: sg.jvp(np.sin, (np.arange(3),), (np.ones(3),)), sg.DTypeError, ["int64"]),
+        (lambda: sg.jvp(np.sin, (x,), (x.astype(np.float32),)), sg.DTypeError, ["tangent", "argument 0 (x)", "float32", "float64"]),
+        (lambda: sg.jvp(np.sin, (x,), (np.ones((2, 3), int),)), sg.DTypeError, ["tangent", "int64", "float64"]),
+        (lambda: sg.jvp(np.sin, (x.astype(np.float32),), (x,)), sg.DTypeError, ["tangent", "float64", "float32"]),
+        (lambda: sg.jvp(np.sin, (1.0,), (1,)), sg.DTypeError, ["tangent", "int64", "float64"]),
+        (lambda: sg.jvp(np.sin, (x,), (np.ma.masked_array(x),)), sg.UnsupportedOpError, ["tangent", "MaskedArray"]),
+        (lambda: sg.hvp(F, (x,), (x.astype(np.float32),)), sg.DTypeError, ["hvp(F)", "float32"]),
+        (lambda: sg.hessian(np.sin)(x), sg.NonScalarOutputError, ["hessian(sin)", "hessian needs a scalar"]),
+        (lambda: compile_fn(F)("abc"), sg.DTypeError, ["compile(F)", "argument 0 (x)", "str"]),
+        (lambda: compile_fn(lambda p: p["w"])({"w": "abc"}), sg.DTypeError, ["argument 0 (p['w'])", "str"]),
+        (lambda: compile_fn(lambda n, x: x * n, static_argnums=0)(2, "abc"), sg.DTypeError, ["argument 1 (x)"]),
+        (lambda: compile_fn(lambda x, *, s: x * s, backend="numpy")(x, s="abc"), sg.DTypeError, ["s (keyword)"]),
+        (lambda: sg.grad(F)("abc"), sg.DTypeError, ["grad(F)", "argument 0 (x)"]),
+        (lambda: sg.grad(lambda p: p[0] * p[1])((1.0, [2.0, 3.0])), sg.DTypeError, ["argument 0 (p[1])", "np.asarray"]),
+        (lambda: compile_fn(F, donate_argnums=(3,)), sg.SymgraphError, ["donate_argnums 3", "F takes 1"]),
+        (lambda: compile_fn(F, donate_argnums=-2), sg.SymgraphError, ["donate_argnums -2", "F takes 1"]),
+        (lambda: compile_fn(lambda *xs: xs[0], donate_argnums=2)(x), sg.SymgraphError, ["donate_argnums 2", "passed 1"]),
+        (lambda: compile_fn(lambda *xs: xs[0], static_argnums=1)(x), sg.SymgraphError, ["static_argnums 1", "passed 1"]),
         (lambda: sg.hvp(F, (x,), (np.ones(3),)), sg.ShapeError, ["(3,)", "(2, 3)"]),
         (lambda: _TRACED_G.evaluate(np.ones(4)), sg.ShapeError, ["(4,)", "(2, 3)"]),
         (lambda: _TRACED_G.evaluate(x, x), sg.ShapeError, ["structure"]),
@@ -671,6 +692,7 @@ args = {
     "inf": np.array([np.inf, -np.inf, 1.0]), "strided": np.linspace(-1, 1, 12).reshape(2, 6)[:, ::2],
     "transposed": np.ascontiguousarray(X.T).T, "fortran": np.asfortranarray(X), "readonly": ro,
     "bigendian": X.astype(">f8"), "unaligned": un, "float32": X.astype(np.float32), "other shape": np.ones((4, 5, 2)),
+    "masked": np.ma.masked_array(X, X > 1),
     "huge broadcast": "HUGE",
 }
 cg = compile_fn(G)
@@ -730,6 +752,7 @@ _EXPECT = {
     "scalar": ("ok", "ok"), "nan": ("ok", "ok"), "inf": ("ok", "ok"), "strided": ("ok", "ok"),
     "transposed": ("ok", "ok"), "fortran": ("ok", "ok"), "readonly": ("ok", "ok"), "bigendian": ("ok", "ok"),
     "unaligned": ("ok", "ok"), "float32": ("ok", "ok"), "other shape": ("ok", "ok"),
+    "list": ("DTypeError", "DTypeError"), "masked": ("UnsupportedOpError", "UnsupportedOpError"),
 }
 
 
@@ -747,7 +770,7 @@ def test_compiled_calls_with_bad_input_never_crash(compiled_bad_calls):
                     problems.append(f"{kind}/{which}: expected a correct result, got {r}")
             elif r.get("type") != exp or r["file"] != path or r["line"] != lines["sub-call"]:
                 problems.append(f"{kind}/{which}: expected {exp} at line {lines['sub-call']}, got {r}")
-    for kind in ("None", "list", "dict"):  # pytrees: a SymgraphError (or a Python TypeError from f itself)
+    for kind in ("None", "dict"):  # pytrees: a SymgraphError (or a Python TypeError from f itself)
         for which in ("G", "grad"):
             r = by[(kind, which)]
             if r["outcome"] == "error" and not r["symgraph"] and r["type"] != "TypeError":
@@ -835,3 +858,61 @@ def test_conventions_hold_in_compiled_code():
            lambda x: np.linalg.norm(x * 0.0)]
     for f in fns:
         np.testing.assert_array_equal(compile_fn(sg.grad(f))(x), sg.grad(f)(x))
+
+
+# --------------------------------------------------------------------------- 6. what the argument checks still accept
+
+
+def test_jvp_tangent_dtypes_that_are_accepted():
+    """Matching tangents, and Python floats (they take the primal's dtype), give J v in the primal's dtype."""
+    x = np.array([0.3, -1.2, 2.0])
+    for dt in (np.float32, np.float64):
+        xd = x.astype(dt)
+        out, t = sg.jvp(np.sin, (xd,), (np.full(3, 2.0, dt),))
+        assert t.dtype == dt
+        np.testing.assert_allclose(t, 2 * np.cos(x), rtol=1e-6 if dt == np.float32 else 1e-15)
+        out, t = sg.jvp(lambda v: np.sum(v * v), (xd,), (np.ones(3, dt),))
+        np.testing.assert_allclose(t, 2 * np.sum(x), rtol=1e-6)
+    out, t = sg.jvp(np.sin, (np.float32(0.5),), (2.0,))  # a Python float tangent for a float32 primal
+    assert t.dtype == np.float32 and abs(float(t) - 2 * np.cos(0.5)) < 1e-6
+    # inside a trace (inline path) the same rule holds
+    g = sg.trace(lambda v: sg.jvp(np.sin, (v,), (v * 0 + 1.0,))[1], x)
+    np.testing.assert_allclose(g.evaluate(x), np.cos(x), rtol=1e-15)
+    with pytest.raises(sg.DTypeError):
+        sg.trace(lambda v: sg.jvp(np.sin, (v,), (v.astype(np.float32),))[1], x)
+
+
+def test_pytrees_of_scalars_and_lists_of_arrays_are_still_accepted():
+    """Only a list of numbers is rejected: tuples of scalars and lists of arrays are pytrees."""
+    g = sg.grad(lambda p: p[0] * p[1] ** 2)((3.0, 2.0))
+    assert isinstance(g, tuple) and float(g[0]) == 4.0 and float(g[1]) == 12.0
+    ws = [np.array([1.0, 2.0]), np.array([3.0])]
+    gl = sg.grad(lambda ws: np.sum(ws[0] ** 2) + np.sum(ws[1]))(ws)
+    assert isinstance(gl, list)
+    np.testing.assert_array_equal(gl[0], [2.0, 4.0])
+    np.testing.assert_array_equal(gl[1], [1.0])
+    cf = compile_fn(lambda ws: ws[0] * 2.0, backend="numpy")
+    np.testing.assert_array_equal(cf(ws), [2.0, 4.0])
+    with pytest.raises(TypeError):  # also a TypeError, for code that catches those
+        sg.grad(np.sum)([1.0, 2.0])
+
+
+def test_masked_arrays_are_rejected_everywhere():
+    m = np.ma.masked_array(_X, _X > 1)
+    g = sg.trace(G, _X)
+    for call in (lambda: sg.trace(G, m), lambda: g.evaluate(m), lambda: sg.grad(F)(m),
+                 lambda: compile_fn(G, backend="numpy")(m), lambda: sg.jacobian(G)(m)):
+        with pytest.raises(sg.UnsupportedOpError, match="MaskedArray"):
+            call()
+    # an unmasked (plain) copy of the data is the documented way out
+    np.testing.assert_allclose(compile_fn(G, backend="numpy")(np.ma.filled(m, 0.0)), G(np.where(_X > 1, 0.0, _X)))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "llvm"])
+def test_donate_argnums_in_range_still_donates(backend):
+    """A negative in-range donate index is accepted and the buffer is reused."""
+    cf = compile_fn(lambda a, b: a + b, backend=backend, donate_argnums=-2)
+    a, b = np.ones(4), np.full(4, 2.0)
+    r = cf(a, b)
+    np.testing.assert_array_equal(r, 3.0)
+    assert r is a

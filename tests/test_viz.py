@@ -473,16 +473,20 @@ def doc_code(dump_dir: str) -> str:
 
 @needs_dot
 def test_visualization_doc_examples_run_and_draw_every_picture(tmp_path):
-    (tmp_path / "docs" / "img").mkdir(parents=True)
+    # the page writes its pictures to tempfile.mkdtemp() (not into docs/img): point that at tmp_path/tmp
+    (tmp_path / "tmp").mkdir()
     script = tmp_path / "visualization_example.py"
     script.write_text(doc_code(str(tmp_path / "sgdump")))
-    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, check=False, capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
+    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, check=False, capture_output=True, text=True,
+                       timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     committed = sorted(os.listdir(os.path.join(os.path.dirname(DOC), "img")))
-    made = sorted(os.listdir(tmp_path / "docs" / "img"))
+    (out,) = [p for p in (tmp_path / "tmp").iterdir() if p.is_dir()]
+    made = sorted(os.listdir(out))
     assert len(made) == 5 and set(made) <= set(committed)  # docs/img also holds other pages' pictures
     for name in made:
-        root = ET.parse(tmp_path / "docs" / "img" / name).getroot()
+        root = ET.parse(out / name).getroot()
         assert root.tag.endswith("svg")
     # The printed listings in the page are what the code prints.
     page = Path(DOC).read_text(encoding="utf-8")
