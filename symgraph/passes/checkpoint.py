@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import re
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,8 +43,8 @@ from ..ir import Builder, Graph, Node, current_builder, meta, role, source_locat
 from ..ops import OPS
 from ..ops import remat as _remat_ops  # noqa: F401  (registers the marker ops)
 from ..ops.remat import MARKER_OPS
-from ..tree import tree_flatten, tree_unflatten
-from .schedule import forward_order, free_values, peak_bytes, regions, schedule
+from ..tree import tree_flatten, tree_paths, tree_unflatten
+from .schedule import forward_order, free_values, peak_bytes, regions, schedule, static_values
 
 __all__ = [
     "Plan",
@@ -369,6 +370,7 @@ class _Analysis:
     needed: set[Node]  # forward values read by backward nodes
     free: set[Node]  # forward values regenerated from sources (random bits, broadcasts of inputs)
     free_random: set[Node]  # the part of `free` derived from random bits
+    static: set[Node]  # forward values from constants and integer inputs alone (label indices, masks)
     marks: _Marks
     steps: list[list[Node]] | None = None  # chain steps (non-free forward values), in order
     bounds: list[Node] | None = None  # bounds[k]: the last node of step k (k < len(steps) - 1)
@@ -387,7 +389,8 @@ def _analyze(graph: Graph, marks: _Marks) -> _Analysis:
                     needed.add(x)
     free = free_values(order, cls)
     free_random = free_values(order, cls, random_only=True)
-    a = _Analysis(graph, order, cls, fwd, needed, free, free_random, marks)
+    static = static_values(order, cls)
+    a = _Analysis(graph, order, cls, fwd, needed, free, free_random, static, marks)
     _find_chain(a)
     return a
 
@@ -395,7 +398,8 @@ def _analyze(graph: Graph, marks: _Marks) -> _Analysis:
 def _find_chain(a: _Analysis) -> None:
     """Split the forward values into chain steps at articulation values.
 
-    A value v at position t of the forward order (free values left out) is an
+    A value v at position t of the forward order (free and static values left
+    out: a label index read by the loss's gather would span the chain) is an
     articulation when it is the only live forward value after it runs: no
     forward edge spans t, and v is read later by the forward (or is last).
     Step bounds are the articulations a such that some value after a, up to
@@ -414,7 +418,7 @@ def _find_chain(a: _Analysis) -> None:
     hiding every articulation. A graph output that no forward value reads is
     held to the end in every plan, like a parameter, so it spans nothing.
     """
-    seq = _main_component(forward_order(a.order, a.cls, a.graph.outputs, a.free))
+    seq = _main_component(forward_order(a.order, a.cls, a.graph.outputs, a.free | a.static))
     N = len(seq)
     if N < 2:
         return
@@ -1299,10 +1303,11 @@ def _residual_list(g: Graph) -> list[tuple[Node, str]]:
     info = _INFO.get(g)
     reasons = info.plan.reasons if info is not None else {}
     pos = {n: i for i, n in enumerate(order)}
+    labels = _input_labels(g)
     out = []
     for x in sorted(res, key=lambda n: pos[n]):
         if x.op.name == "input":
-            why = f"argument {x.attr('name')!r} (held by the caller)"
+            why = f"argument {labels.get(x, x.attr('name'))!r} (held by the caller)"
         else:
             why = reasons.get(x, "read by the backward sweep")
             loc = meta(x).location
@@ -1312,6 +1317,35 @@ def _residual_list(g: Graph) -> list[tuple[Node, str]]:
                 why = f"{why}; output of {x.op.name}"
         out.append((x, why))
     return out
+
+
+def _input_labels(g: Graph) -> dict[Node, str]:
+    """Each input leaf's label with its pytree path: `params[0]['w']`, not the flat `params[1]`.
+
+    The tracer names leaf j of a multi-leaf argument `name[j]` (flat index);
+    the path comes from the argument's structure in `g.in_tree`. Graphs
+    whose input structure is not a tuple of arguments keep the tracer's names.
+    """
+    td = g.in_tree
+    if td is None or td.kind not in ("tuple", "list") or td.num_leaves != len(g.inputs):
+        return {}
+    labels: dict[Node, str] = {}
+    k = 0
+    for child in td.children:
+        n = child.num_leaves
+        leaves = g.inputs[k:k + n]
+        k += n
+        if n == 0 or child.kind == "leaf":
+            continue
+        paths = tree_paths(child)
+        first = str(leaves[0].attr("name"))
+        if first.endswith(paths[0]):  # already labelled with its path
+            continue
+        m = re.fullmatch(r"(.*)\[0\]", first) if n > 1 else None
+        base = m.group(1) if m else first
+        for x, p in zip(leaves, paths):
+            labels[x] = f"{base}{p}"
+    return labels
 
 
 def saved_residuals(f: Callable, *args: Any, checkpoint: Any = None) -> list[tuple[Node, str]]:

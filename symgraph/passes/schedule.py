@@ -26,6 +26,7 @@ __all__ = [
     "peak_bytes",
     "regions",
     "schedule",
+    "static_values",
 ]
 
 #: Ops that only move, view or convert data: values computed by them from
@@ -103,6 +104,64 @@ def free_values(order: Sequence[Node], cls: dict[Node, str] | None = None, rando
     return rand if random_only else free
 
 
+def static_values(order: Sequence[Node], cls: dict[Node, str] | None = None) -> set[Node]:
+    """Forward values computed from constants and integer/bool inputs alone (no float input upstream).
+
+    Such values carry no derivative and no activation: label indices and
+    their flattened gather positions (``x[np.arange(B), y]``, cross-entropy),
+    one-hot masks, position ids, masks built from integer inputs. Their place
+    in the forward order says nothing about the reverse sweep, so the
+    schedule computes them when first read instead of anchoring them in the
+    forward, and the checkpoint chain leaves them out (otherwise a label
+    index computed first and read by the loss's gather at the end would span,
+    and hide, every articulation of the chain).
+
+    Args:
+        order: nodes in topological order.
+        cls: `regions(order)` (computed when None).
+
+    Returns:
+        The set of static forward ("F") nodes.
+    """
+    if cls is None:
+        cls = regions(order)
+    static: set[Node] = set()
+    for n in order:
+        if cls.get(n) != "F" or not n.inputs:
+            continue
+        if all(x in static or (cls.get(x) == "S" and (x.op.name != "input" or x.dtype.kind not in "fc"))
+               for x in n.inputs):
+            static.add(n)
+    return static
+
+
+def _backward_only(order: Sequence[Node], cls: dict[Node, str], pulled: set[Node]) -> set[Node]:
+    """Forward values that read only sources and pulled values, and that no forward value reads.
+
+    E.g. an optimizer's b1 * m and p * (1 - lr * wd) in a compiled training
+    step: they need no activation, and computed at the start of the forward
+    (where a forward order puts a value without forward inputs) they would
+    stay alive across both sweeps. The schedule pulls them right before their
+    first backward reader instead, and their (meaningless) forward position
+    does not order the backward sweep.
+
+    Args:
+        order: nodes in topological order.
+        cls: `regions(order)`.
+        pulled: values already pulled on demand (free and static values).
+
+    Returns:
+        The set of such forward values.
+    """
+    has_f_reader: set[Node] = set()
+    for n in order:
+        if cls.get(n) == "F":
+            has_f_reader.update(n.inputs)
+    return {n for n in order
+            if cls.get(n) == "F" and n not in pulled and n not in has_f_reader
+            and all(cls.get(x) == "S" or x in pulled for x in n.inputs)}
+
+
 def forward_order(order0: Sequence[Node], cls: dict[Node, str], outputs: Sequence[Node] = (),
                   skip: set[Node] | frozenset = frozenset()) -> list[Node]:
     """The forward values ("F") in execution order, those read only by the backward placed early.
@@ -156,18 +215,28 @@ def _memory_aware(order0: list[Node], outputs: Sequence[Node], cls: dict[Node, s
 
     Each backward node gets a key: the smallest forward position among the
     forward values it reads, directly or through backward inputs (for a
-    recomputed value, the position of the forward value it duplicates). In
+    recomputed value, the position of the forward value it duplicates;
+    free, static and backward-only forward values have no position). In
     reverse mode the cotangent of a forward value is consumed in reverse
     forward order, so processing keys from high to low visits the backward
     sweep step by step; ties keep the topological order. Recomputed values,
-    free values and backward values that read no backward value are never
+    free values, static values (`static_values`), forward values that read
+    only arguments and feed only the backward (`_backward_only`) and
+    backward values that read no backward value are never
     anchors: they are pulled (depth-first, deepest input first) right before
     their first reader, so a recomputed segment lives only while its
     backward step runs.
     """
     idx = {n: i for i, n in enumerate(order0)}
     free = free_values(order0, cls)
-    fwd = forward_order(order0, cls, outputs, free)
+    # Free and static values (label indices, masks from integer inputs) are
+    # not anchored: they are pulled by their first reader, and their forward
+    # position does not order the backward sweep (a label index read by the
+    # loss's gather would otherwise give the whole backward the key of the
+    # index's early position, and every `1 - y*y` of a tanh chain would run
+    # before the cotangent reaches it).
+    pulled = free | static_values(order0, cls)
+    fwd = forward_order(order0, cls, outputs, pulled | _backward_only(order0, cls, pulled))
     fpos: dict[Node, float] = {n: float(k) for k, n in enumerate(fwd)}
     # Recomputed values: the position of the forward value they duplicate
     # (same op, attrs and original inputs), else just after their inputs.
