@@ -1,9 +1,10 @@
-"""Run one (system, variant) of a memory workload in a fresh subprocess.
+"""Run one (system, variant) of a workload in a fresh subprocess.
 
 Peak resident memory can only be compared between fresh processes, so W4 and
 W6 run every variant in its own ``python -m bench.subproc`` child, plus one
 *baseline* child per system that only imports the system and holds the
-parameters and the input. Protocol (lines starting with ``@@BENCH `` on the
+parameters and the input. W2 uses the same children to time each system
+with no other library's threads in the process. Protocol (lines starting with ``@@BENCH `` on the
 child's stdout, JSON payloads):
 
 1. child: imports, builds the data, builds the step and runs it once (timed:
@@ -78,8 +79,10 @@ def child_main(argv: list[str]) -> int:
     its output; None for the baseline), ``check`` (output -> dict of NumPy
     arrays to compare), ``hold`` (anything to keep alive), optional
     ``planned_peak`` (bytes, or any JSON value), ``reps`` (number of timed
-    steps) and ``before_steps`` (zero-argument callable run after the check,
-    right before ``rss_before_steps`` is read).
+    samples), ``before_steps`` (zero-argument callable run after the check,
+    right before ``rss_before_steps`` is read), ``warmup`` (untimed steps
+    after ``before_steps``, default 0) and ``number`` (steps per timed
+    sample, default 1; a sample's time is per step).
     """
     module, system, variant, cfg_json, outdir = argv
     cfg = json.loads(cfg_json)
@@ -116,13 +119,18 @@ def child_main(argv: list[str]) -> int:
     before = setup.get("before_steps")
     if before is not None:  # optional: e.g. drop caches, gc, malloc_trim (W6's step peak)
         before()
+    for _ in range(int(setup.get("warmup", 0))):  # optional: short steps (W2) settle caches and thread pools
+        step()
+    number = max(1, int(setup.get("number", 1)))
     rss_before = read_status_bytes("VmRSS")
     reset = _reset_peak()
     times = []
     for _ in range(int(setup.get("reps", 5))):
         t0 = time.perf_counter()
+        for _ in range(number - 1):
+            step()
         out = step()
-        times.append(time.perf_counter() - t0)
+        times.append((time.perf_counter() - t0) / number)
         del out
     _send("result", times=times, median=statistics.median(times), first_call=first,
           planned_peak=planned,

@@ -11,14 +11,26 @@ Timed: one step on a fixed batch from fixed parameters. Then every system
 that passed the check trains 200 steps from the same initial parameters on
 the same shuffled minibatches (quick: 50), and the final training accuracy (on all
 samples) is reported (expected > 0.9 on the digits).
+
+Two tables: all systems in one process, timed round-robin (as the other
+workloads); then each system alone in a fresh process (``bench.subproc``, as
+W4 and W6), round-robin over several rounds, median of the process medians.
+In one process, the idle threads of OpenBLAS (after each NumPy product) and
+the XLA/OpenMP pools spin for about 0.1 s on the second core, so symgraph's
+worker pool (which splits large products and loops across cores) does not
+get it; the fresh-process table measures each system with the machine to
+itself. Threads: each library's default in both, unless ``--threads N``.
 """
 
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
 
 from .common import import_jax, import_symgraph, import_torch, jax_block
-from .harness import Row, Settings, System, WorkloadResult, run_case
+from .harness import (Row, Settings, System, Table, WorkloadResult, compare, format_seconds, log, run_case,
+                      to_numpy)
 
 TITLE = "MLP training step (float32, 64-256-256-10, tanh, softmax CE, batch 256, SGD 0.1)"
 
@@ -274,28 +286,8 @@ def _torch_prep(compiled: bool):
     return prepare
 
 
-def run(settings: Settings) -> WorkloadResult:
-    """Run W2: step time per system, then 200 training steps and the accuracy."""
-    x_all, y_all, desc = load_data()
-    labels = np.argmax(y_all, axis=1)
-    p0 = init_params()
-    rng = np.random.default_rng(1)
-    n_steps = 50 if settings.quick else 200
-    batches, order = [], np.array([], dtype=np.int64)
-    while len(batches) < n_steps:
-        if len(order) < BATCH:
-            order = rng.permutation(len(x_all))
-        idx, order = order[:BATCH], order[BATCH:]
-        batches.append((np.ascontiguousarray(x_all[idx]), np.ascontiguousarray(y_all[idx])))
-    xb, yb = batches[0]
-
-    def extra(row: Row, step):
-        if step is None or not hasattr(step, "train"):
-            return {}
-        final = step.train()
-        acc = accuracy(final, x_all, labels)
-        return {f"acc@{n_steps}": acc, "acc>0.9": "yes" if acc > 0.9 else "NO"}
-
+def _systems(quick: bool) -> list[System]:
+    """The systems of W2, in table order (torch.compile only in full runs)."""
     systems = [
         System("symgraph", sys_symgraph("llvm"), peer=False),
         System("symgraph-numpy", sys_symgraph("numpy"), peer=False),
@@ -306,10 +298,136 @@ def run(settings: Settings) -> WorkloadResult:
         System("pytensor", prep_pytensor, note="one pytensor.function returning loss and updated params"),
         System("torch", _torch_prep(False), note="eager, torch.autograd.grad"),
     ]
-    if not settings.quick:
+    if not quick:
         systems.append(System("torch.compile", _torch_prep(True), note="torch.compile(loss); backward by AOTAutograd"))
-    table = run_case(settings, f"one step, batch {BATCH}", (p0, xb, yb, batches),
-                     lambda: reference_step(p0, xb, yb), systems, rtol=2e-4, atol=2e-6,
+    return systems
+
+
+def _batches(x_all: np.ndarray, y_all: np.ndarray, n_steps: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`n_steps` minibatches of BATCH samples, reshuffling when an epoch is used up (seed 1)."""
+    rng = np.random.default_rng(1)
+    batches, order = [], np.array([], dtype=np.int64)
+    while len(batches) < n_steps:
+        if len(order) < BATCH:
+            order = rng.permutation(len(x_all))
+        idx, order = order[:BATCH], order[BATCH:]
+        batches.append((np.ascontiguousarray(x_all[idx]), np.ascontiguousarray(y_all[idx])))
+    return batches
+
+
+def _as_check(out) -> dict[str, np.ndarray]:
+    """A step's output ``(loss, new_params)`` as one flat dict of NumPy arrays."""
+    loss, new = to_numpy(out)
+    return {"loss": np.asarray(loss), **{k: np.asarray(v) for k, v in new.items()}}
+
+
+#: fresh-process timing (full, quick): rounds over all systems, untimed warm-up calls after the checked
+#: first call, timed samples per process, calls per sample
+FRESH = {False: {"rounds": 3, "warmup": 20, "reps": 100, "number": 3},
+         True: {"rounds": 1, "warmup": 2, "reps": 10, "number": 1}}
+
+
+def child_setup(system: str, variant: str, cfg: dict) -> dict:
+    """Subprocess entry (see `bench.subproc`): one system's step on the first batch; variant "step"."""
+    if variant != "step":
+        raise ValueError(f"W2 has one variant, 'step', not {variant!r}")
+    x_all, y_all, _ = load_data()
+    xb, yb = _batches(x_all, y_all, 1)[0]
+    p0 = init_params()
+    by_name = {s.name: s for s in _systems(cfg["quick"])}
+    if system not in by_name:
+        raise ValueError(f"unknown W2 system {system!r}")
+    step = by_name[system].prepare(p0, xb, yb, [])()  # ImportError -> "missing"
+    return {"step": step, "check": _as_check, "hold": (p0, xb, yb), "reps": cfg["reps"],
+            "warmup": cfg["warmup"], "number": cfg["number"]}
+
+
+def _fresh_table(settings: Settings, systems: list[System], ref: tuple) -> Table:
+    """Time every system in fresh processes, round-robin over `FRESH` rounds; median of the process medians."""
+    from .subproc import run_variant
+
+    cfg = dict(FRESH[settings.quick], quick=settings.quick)
+    ref_flat = {"loss": np.asarray(ref[0]), **ref[1]}
+
+    def check(arrays):
+        ok, msg, _, _ = compare(arrays, ref_flat, rtol=2e-4, atol=2e-6)
+        return ok, msg
+
+    timeout = 120.0 if settings.quick else 600.0
+    rows = {s.name: Row(s.name) for s in systems}
+    live = []
+    for s in systems:
+        if settings.systems is not None and s.name not in settings.systems:
+            rows[s.name].status, rows[s.name].message = "skipped", "not selected (--systems)"
+        else:
+            live.append(s)
+    medians: dict[str, list[float]] = {s.name: [] for s in live}
+    firsts: dict[str, list[float]] = {s.name: [] for s in live}
+    for r in range(cfg["rounds"]):
+        k = r % len(live) if live else 0
+        for s in live[k:] + live[:k]:              # each round starts one system later
+            row = rows[s.name]
+            if row.status != "ok":
+                continue                           # failed in an earlier round
+            rep = run_variant(__name__, s.name, "step", cfg, check, timeout)
+            log(f"  [W2 fresh {r + 1}/{cfg['rounds']}] {s.name}: {rep['status']} "
+                f"{format_seconds(rep.get('median'))} {rep.get('message', '')}", settings)
+            if rep["status"] != "ok":
+                row.status = "error" if rep["status"] == "missing" and not s.peer else rep["status"]
+                row.message = rep.get("message", "")
+                continue
+            medians[s.name].append(rep["median"])
+            firsts[s.name].append(rep["first_call"])
+    for name, ms in medians.items():
+        row = rows[name]
+        if row.status != "ok" or not ms:
+            continue
+        row.median, row.min, row.max = statistics.median(ms), min(ms), max(ms)
+        row.first_call = statistics.median(firsts[name])
+        row.reps, row.number = len(ms) * cfg["reps"], cfg["number"]
+        row.extras["process medians"] = " ".join(format_seconds(m) for m in ms)
+    base = rows.get("symgraph")
+    for row in rows.values():
+        if base is not None and base.median and row.median is not None:
+            row.ratio = row.median / base.median
+    notes = [(f"each system runs alone in its own fresh process (python -m bench.subproc), {cfg['rounds']} "
+              f"round(s) over all systems, each round starting one system later; in a process: build + first "
+              f"call (first call column, median over processes), the check, {cfg['warmup']} untimed calls, "
+              f"then {cfg['reps']} samples of {cfg['number']} call(s); median = median of the processes' "
+              "median sample, min/max = the lowest/highest process median"),
+             ("measures each system with the machine's cores to itself: no other library's idle threads "
+              "(OpenBLAS, XLA, OpenMP spin after each call) compete with symgraph's worker pool, as they do in "
+              "the in-process table above"),
+             "check: loss and updated params of the first call vs the float64 NumPy reference, in each process"]
+    return Table("time per step, one fresh process per system", list(rows.values()),
+                 extra_columns=["process medians"], notes=notes)
+
+
+def run(settings: Settings) -> WorkloadResult:
+    """Run W2: step time per system in one process (then 200 training steps and the accuracy),
+    then step time per system in fresh processes."""
+    x_all, y_all, desc = load_data()
+    labels = np.argmax(y_all, axis=1)
+    p0 = init_params()
+    n_steps = 50 if settings.quick else 200
+    batches = _batches(x_all, y_all, n_steps)
+    xb, yb = batches[0]
+
+    def extra(row: Row, step):
+        if step is None or not hasattr(step, "train"):
+            return {}
+        final = step.train()
+        acc = accuracy(final, x_all, labels)
+        return {f"acc@{n_steps}": acc, "acc>0.9": "yes" if acc > 0.9 else "NO"}
+
+    systems = _systems(settings.quick)
+    ref = reference_step(p0, xb, yb)
+    table = run_case(settings, f"one step, batch {BATCH}, all systems in one process (interleaved)",
+                     (p0, xb, yb, batches), ref, systems, rtol=2e-4, atol=2e-6,
                      extra=extra, extra_columns=[f"acc@{n_steps}", "acc>0.9"],
-                     notes=[f"data: {desc}", "check: loss and updated params vs float64 NumPy reference"])
-    return WorkloadResult("W2", TITLE, [table])
+                     notes=[f"data: {desc}", "check: loss and updated params vs float64 NumPy reference",
+                            ("measures the step with all systems loaded in one process and timed round-robin: "
+                             "after each call, OpenBLAS's threads and XLA/OpenMP pools spin for about 0.1 s on the "
+                             "second core, which symgraph's worker pool then does not get")])
+    fresh = _fresh_table(settings, systems, ref)
+    return WorkloadResult("W2", TITLE, [table, fresh])

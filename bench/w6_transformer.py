@@ -309,11 +309,7 @@ def _release(system: str, cache: Any = None) -> None:
     """
     import gc
     if system == "symgraph" and cache is not None:
-        exe = cache._current().exe  # the compiled signature's executable
-        pool = exe._pool  # codegen.runtime.Executable's arena pool (a list)
-        if not isinstance(pool, list):
-            raise TypeError("codegen's arena pool changed; update bench.w6_transformer._release")
-        pool.clear()
+        cache.release_arena()  # sg.compile's CompiledFunction: drops every signature's pooled arena
     gc.collect()
     _malloc_trim()
 

@@ -652,6 +652,12 @@ class LoopPlan:
         register: reductions accumulate in registers (reduced loops inner).
         parallel: the outer loop is split across threads.
         partials: full reduction split across threads (per-thread partial results).
+        row_partials: a memory-mode reduction over the outer axes that keeps
+            the innermost one (column sums such as a bias gradient,
+            ``sum(x, 0)``) split across threads over its outer (reduced)
+            loop: each thread accumulates its rows into its own vectors of
+            partial results (the `partial` argument: per reduction, the
+            inner trip count of 8-byte slots), which the caller combines.
     """
 
     def __init__(self, kernel: Kernel):
@@ -680,6 +686,7 @@ class LoopPlan:
         self.n_kept = sum(1 for g in groups if g[0] not in red)
         self.parallel = False
         self.partials = False
+        self.row_partials = False
 
 
 class KernelEmitter:
@@ -853,10 +860,16 @@ class KernelEmitter:
                 self.substitutes[(t.node, t.offset)] = t.value
         red_tasks = [t for t in k.tasks if t.kind in ("reduce", "argmax")]
         self.acc: dict[int, tuple] = {}
+        # row_partials: memory-mode reductions accumulate into this thread's partial vectors
+        self.red_base: dict[int, ir.Value] = {}
+        if plan.row_partials:
+            inner = plan.extents[-1]
+            for ri, t in enumerate(t for t in k.tasks if t.kind == "reduce"):
+                self.red_base[id(t)] = b.gep(self.partial, [ir.Constant(I64, ri * inner * 8)], source_etype=I8)
         # memory-mode reductions and scatters: initialize their output buffers first
         for t in k.tasks:
             if t.kind == "reduce" and not plan.register:
-                self._fill(t.node, REDUCERS[t.red_op].identity(t.node.dtype))
+                self._fill(t.node, REDUCERS[t.red_op].identity(t.node.dtype), self.red_base.get(id(t)))
             elif t.kind == "scatter":
                 self._fill(t.node, 0)
         groups = plan.groups
@@ -895,13 +908,13 @@ class KernelEmitter:
             cx.in_loop = False
             self._finish_accs(red_tasks)
 
-    def _fill(self, node: Any, value: Any) -> None:
+    def _fill(self, node: Any, value: Any, base: ir.Value | None = None) -> None:
         b = self.cx.builder
         mt = mem_type(node.dtype)
         c = self.cx.const(value, node.dtype)
         if node.dtype.kind == "b":
             c = ir.Constant(I8, int(bool(value)))
-        ptr = self.ptr[self.buffer_of(node)]
+        ptr = self.ptr[self.buffer_of(node)] if base is None else base
 
         def body(i: ir.Value) -> None:
             b2 = self.cx.builder
@@ -977,8 +990,9 @@ class KernelEmitter:
                     b.store(r.combine(cx, b.load(slot, typ=ll_type(ad)), vv, ad), slot)
                 else:
                     mt = mem_type(t.node.dtype)
-                    p = b.gep(self.ptr[self.buffer_of(t.node)], [self.aff(t.offset, memo)], inbounds=True,
-                              source_etype=mt)
+                    base = self.red_base.get(id(t))
+                    p = b.gep(self.ptr[self.buffer_of(t.node)] if base is None else base, [self.aff(t.offset, memo)],
+                              inbounds=True, source_etype=mt)
                     old = b.load(p, typ=mt)
                     if t.node.dtype.kind == "b":
                         old = b.icmp_unsigned("!=", old, ir.Constant(I8, 0))

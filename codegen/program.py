@@ -45,6 +45,8 @@ PAR_MIN_WORK = 1 << 24
 # costs 1-3 us with awake workers, and a worker slow to wake delays nothing (the caller runs its
 # piece), so kernels of ~10 us gain. Measured: see docs/compile.md, "Threads".
 POOL_PAR_MIN_WORK = 1 << 18
+# Stack bytes (all threads) for the partial vectors of a kernel split with `LoopPlan.row_partials`.
+ROW_PARTIALS_MAX_BYTES = 1 << 16
 RELEASE_GIL_WORK = 1 << 14  # estimated operations above which the entry releases the GIL
 
 
@@ -171,12 +173,76 @@ def _decide_parallel(k: Kernel, plan: L.LoopPlan, nthreads: int) -> None:
         return
     if plan.has_red:
         if not plan.register:
+            if _row_partials_fit(k, plan, nthreads):
+                # rows split across threads as the producers' loop kernels and products split them
+                plan.row_partials = plan.parallel = True
             return
         if plan.n_kept == 0:
             if "argmax" in kinds:
                 return
             plan.partials = True
     plan.parallel = True
+
+
+def _row_partials_fit(k: Kernel, plan: L.LoopPlan, nthreads: int) -> bool:
+    """Whether a memory-mode reduction can be split over its outer rows with partial vectors (`row_partials`).
+
+    True when every loop but the innermost is reduced and the innermost is
+    kept (a column sum over a batch axis, e.g. a bias gradient), every
+    reduction's output element is the innermost loop's index (size = that
+    loop's trip count, coefficient 1, offset 0; the combine loop writes
+    ``out[j]``), the outer loop has at least two rows per thread, and the
+    threads' partial vectors (8-byte slots) fit in `ROW_PARTIALS_MAX_BYTES`
+    of stack.
+    """
+    groups, red = plan.groups, set(k.red_axes)
+    if len(groups) < 2 or groups[-1][0] in red or any(g[0] not in red for g in groups[:-1]):
+        return False
+    inner = plan.extents[-1]
+    reds = [t for t in k.tasks if t.kind == "reduce"]
+    if plan.extents[0] < 2 * nthreads or len(reds) * inner * 8 * nthreads > ROW_PARTIALS_MAX_BYTES:
+        return False
+    if any(t.node.dtype.itemsize > 8 for t in reds):
+        return False
+    last = groups[-1][-1]
+    var = fuse.Expr.var(last, k.domain[last])
+    for t in k.tasks:
+        if t.kind != "reduce":
+            continue
+        off = t.offset
+        if t.node.size != inner or off.const != 0 or off.coeff(var) != 1 or len(off.terms) != len(groups[-1]):
+            return False
+    return True
+
+
+def _combine_row_partials(cx: L.LoweringContext, b: ir.IRBuilder, k: Kernel, partial: ir.Value, T: int,
+                          inner: int, ptr_of: Any) -> None:
+    """After a `row_partials` split: out[j] = combine of the T threads' partial[t][r][j], per reduction r."""
+    reds = [t for t in k.tasks if t.kind == "reduce"]
+    R = len(reds)
+    for ri, t in enumerate(reds):
+        r = L.REDUCERS[t.red_op]
+        dt = t.node.dtype
+        ad = r.acc_dtype(dt)
+        mt = L.mem_type(dt)
+        dst = ptr_of(t.node)
+
+        def body(j: ir.Value, ri: int = ri, t: Any = t, r: Any = r, dt: Any = dt, ad: Any = ad, mt: Any = mt,
+                 dst: Any = dst) -> None:
+            acc = None
+            for th in range(T):
+                base = b.gep(partial, [ir.Constant(L.I64, (th * R + ri) * inner * 8)], source_etype=L.I8)
+                v = b.load(b.gep(base, [j], inbounds=True, source_etype=mt), typ=mt)
+                if dt.kind == "b":
+                    v = b.icmp_unsigned("!=", v, ir.Constant(L.I8, 0))
+                v = cx.cast(v, dt, ad)
+                acc = v if acc is None else r.combine(cx, acc, v, ad)
+            val = cx.cast(acc, ad, dt)
+            if dt.kind == "b":
+                val = b.zext(val, L.I8)
+            b.store(val, b.gep(dst, [j], inbounds=True, source_etype=mt))
+
+        L.for_range(b, ir.Constant(L.I64, 0), ir.Constant(L.I64, inner), body, name=f"rp{ri}")
 
 
 @dataclass
@@ -207,7 +273,7 @@ def _dedup_kernel(mod: ir.Module, fn: ir.Function, plan: L.LoopPlan, shared: dic
         The function the kernel's call sites call.
     """
     text = str(fn).replace(fn.get_reference(), "@kernel", 1)
-    key = (text, plan.extents[0] if plan.groups else 0, plan.parallel, plan.partials)
+    key = (text, plan.extents[0] if plan.groups else 0, plan.parallel, plan.partials, plan.row_partials)
     f = shared.get(key)
     if f is None:
         shared[key] = fn
@@ -403,6 +469,12 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         if thunk is None:
             thunk = thunks[ke.fn.name] = _thunk(cx, ke.fn, len(bufs), ki)
         partial = L.opaque_alloca(ab, ir.ArrayType(L.I64, max(1, T * R)), f"partial{ki}") if plan.partials else None
+        if plan.row_partials:  # per thread: R vectors of `inner` 8-byte slots
+            inner = plan.extents[-1]
+            R = sum(1 for t in k.tasks if t.kind == "reduce")
+            partial = L.opaque_alloca(ab, ir.ArrayType(L.I64, T * R * inner), f"rpartial{ki}")
+            partial.align = 64
+            R = R * inner
         tids = L.opaque_alloca(ab, ir.ArrayType(L.I64, T), f"tids{ki}")
         ctxs = L.opaque_alloca(ab, ir.ArrayType(L.I64, T * nf), f"ctx{ki}")
         rcs = []
@@ -432,6 +504,8 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
                         b.call(pthread_join, [b.load(tid, typ=L.I64), ir.Constant(L.PTR, None)])
                     with otherwise:  # no thread: run that range here
                         b.call(thunk, [c])
+        if plan.row_partials:
+            _combine_row_partials(cx, b, k, partial, T, plan.extents[-1], lambda node: ptr_of_ref(ref[node]))
         if plan.partials:
             for ri, t in enumerate(red_tasks):
                 r = L.REDUCERS[t.red_op]

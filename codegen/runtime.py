@@ -967,6 +967,30 @@ class Executable:
     def _arena(self) -> np.ndarray:
         return _aligned_empty(self.arena_bytes)
 
+    def release_arena(self) -> int:
+        """Drop the pooled arenas, so that their memory can return to the system.
+
+        A call takes an arena (the scratch memory of all intermediates,
+        `arena_bytes` bytes, 64-byte aligned) from this executable's pool, or
+        allocates one when the pool is empty, and puts it back when it
+        returns; the pool therefore keeps one arena per thread that called
+        concurrently. This empties the pool: the arrays are freed as soon as
+        nothing else refers to them, and the next call allocates a new arena.
+        An arena in use by a call running in another thread at that moment
+        is not dropped (it returns to the pool when that call ends).
+
+        Returns:
+            Bytes dropped: the number of pooled arenas times `arena_bytes`
+            (0 when the program needs no arena or none was pooled).
+        """
+        dropped = 0
+        while True:
+            try:  # pop one at a time: the list is shared with the generated fast path and other threads
+                self._pool.pop()
+            except IndexError:
+                return dropped
+            dropped += self.arena_bytes
+
     # -- the checked path --
 
     def run(self, leaves: list[Any]) -> list[np.ndarray]:

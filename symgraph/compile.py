@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import DTypeError, ShapeError, SymgraphError
 from .ir import Graph, Node
-from .tracing import leaf_spec, trace
+from .tracing import check_args, trace
 from .tree import tree_flatten, tree_unflatten
 
 __all__ = ["compile", "CompiledFunction", "run_pipeline", "BACKENDS"]
@@ -184,16 +184,19 @@ class _Signature:
         return tree_unflatten(self.out_tree, outs)
 
 
-def _leaf_key(x: Any) -> tuple:
-    """(shape, dtype) of an argument leaf, for the signature key."""
-    t = type(x)
-    if t is np.ndarray:
-        d = x.dtype
-        return (x.shape, d if d.isnative else d.newbyteorder("="))
-    if isinstance(x, Node):
-        return (x.shape, x.dtype)
-    shape, dtype = leaf_spec(x, "?")
-    return (shape, dtype)
+def _positional_arity(fn: Callable) -> int | None:
+    """How many positional arguments `fn` takes, or None when unknowable (*args, no signature)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    n = 0
+    for p in params:
+        if p.kind == p.VAR_POSITIONAL:
+            return None
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            n += 1
+    return n
 
 
 class CompiledFunction:
@@ -221,6 +224,9 @@ class CompiledFunction:
         for a in self.donate_argnums:
             if a in self.static_argnums:
                 raise SymgraphError(f"compile: argument {a} cannot be both static and donated")
+        arity = _positional_arity(fn)
+        if arity is not None:
+            self._check_argnums(arity, f"{self._name} takes {arity}")
         self._cache: dict[tuple, _Signature] = {}
         self._lock = threading.RLock()
         self._last: _Signature | None = None
@@ -238,14 +244,11 @@ class CompiledFunction:
         return self._call_slow(args, kwargs)
 
     def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, tuple, dict]:
-        """(dynamic args, static values, kwargs); checks static argnums."""
+        """(dynamic args, static values, kwargs); checks static and donated argnums."""
+        n = len(args)
+        self._check_argnums(n, f"the call passed {n}")
         if not self.static_argnums:
             return args, (), kwargs
-        n = len(args)
-        for i in self.static_argnums:
-            if not -n <= i < n:
-                raise SymgraphError(f"compile({self._name}): static_argnums {i} but only {n} positional "
-                                    f"arguments were passed")
         static = {i % n for i in self.static_argnums}
         statics = []
         dyn = []
@@ -261,21 +264,28 @@ class CompiledFunction:
                 dyn.append(a)
         return tuple(dyn), tuple(statics), kwargs
 
+    def _check_argnums(self, n: int, count: str) -> None:
+        """Raise when a static or donated argument index is out of range for n positional arguments."""
+        for what, nums in (("static_argnums", self.static_argnums), ("donate_argnums", self.donate_argnums)):
+            for i in nums:
+                if not -n <= i < n:
+                    raise SymgraphError(f"compile({self._name}): {what} {i} is out of range: {count} positional "
+                                        f"argument{'s' if n != 1 else ''} (valid indices {-n}..{n - 1})")
+
     @property
     def _name(self) -> str:
         return getattr(self.fn, "__name__", "f")
 
     def _call_slow(self, args: tuple, kwargs: dict) -> Any:
-        leaves, tree = tree_flatten((args, kwargs))
+        leaves, _ = tree_flatten((args, kwargs))
         if any(isinstance(x, Node) for x in leaves):
             # Inside a trace (grad, trace, an outer compile): a graph transform, inline.
             return self.fn(*args, **kwargs)
         dyn, statics, kwargs = self._split(args, kwargs)
-        if statics:
-            dleaves, dtree = tree_flatten((dyn, kwargs))
-        else:
-            dleaves, dtree = leaves, tree
-        key = (dtree, tuple(_leaf_key(x) for x in dleaves), statics)
+        static_pos = {i for i, _ in statics}
+        dleaves, dtree, specs = check_args(dyn, self.fn, f"compile({self._name})", kwargs,
+                                           [i for i in range(len(args)) if i not in static_pos])
+        key = (dtree, tuple(specs), statics)
         sig = self._cache.get(key)
         if sig is None:
             with self._lock:
@@ -454,6 +464,30 @@ class CompiledFunction:
         if not hasattr(exe, what):
             raise SymgraphError(f"compile({self._name}): {what}() needs backend='llvm' (this one is {self.backend!r})")
         return getattr(exe, what)()
+
+    def release_arena(self) -> int:
+        """Free the scratch memory that compiled signatures keep between calls.
+
+        The LLVM backend keeps each signature's arena (all intermediates,
+        `stats["arena_bytes"]` bytes) after a call so that the next call does
+        not allocate it again. This drops the arenas of every compiled
+        signature (see `codegen.runtime.Executable.release_arena`); the
+        compiled code stays, and the next call allocates its arena again.
+        Useful before measuring memory or when a rarely called function
+        should not hold its scratch memory. Does nothing for the numpy
+        backend (it keeps no arena).
+
+        Returns:
+            Bytes dropped (0 if none were held).
+
+        Example:
+            >>> cf = sg.compile(f)
+            >>> cf(x)                  # allocates and keeps the arena
+            >>> cf.release_arena()     # frees it; cf(x) allocates it again
+        """
+        with self._lock:
+            sigs = list(self._cache.values())
+        return sum(sig.exe.release_arena() for sig in sigs if hasattr(sig.exe, "release_arena"))
 
     def clear_cache(self) -> None:
         """Drop every compiled signature."""

@@ -221,6 +221,39 @@ def test_mid_size_loop_kernels_split_on_the_pool():
     np.testing.assert_allclose(t2, np.tanh(x) * 2.0, rtol=1e-6, atol=1e-6)
 
 
+@needs_pool
+@pytest.mark.parametrize("shape,axes,dt", [((256, 256), (0,), np.float32), ((300, 200), (0,), np.float64),
+                                           ((8, 64, 96), (0, 1), np.float32), ((521, 130), (0,), np.float32)])
+def test_column_sums_split_over_rows_with_partial_vectors(shape, axes, dt):
+    """Kept-axis reductions (bias gradients) split over the reduced rows; the threads' partial vectors are combined."""
+    from codegen import program as P
+
+    rng = np.random.default_rng(11)
+    x, y = rng.normal(size=shape).astype(dt), rng.normal(size=shape).astype(dt)
+
+    def f(x, y):
+        d = x * (1.0 - y * y)
+        return d, np.sum(d, axis=axes), np.max(d, axis=axes)
+
+    e1, e2 = compiled(f, x, y, nthreads=1), compiled(f, x, y, nthreads=2)
+    assert e1.stats["parallel_kernels"] == 0 and e2.stats["parallel_kernels"] == 1
+    d_ref = x * (1.0 - y * y)
+    (d1, s1, m1), (d2, s2, m2) = e1.run([x, y]), e2.run([x, y])
+    np.testing.assert_array_equal(d2, d1)  # elementwise part: each thread its rows
+    np.testing.assert_array_equal(m2, m1)  # max does not depend on the order
+    np.testing.assert_array_equal(m2, d_ref.max(axis=axes))
+    tol = 1e-5 if dt == np.float32 else 1e-12
+    np.testing.assert_allclose(s2, d_ref.astype(np.float64).sum(axis=axes), rtol=tol, atol=tol * shape[0])
+    np.testing.assert_allclose(s2, s1, rtol=tol, atol=tol * shape[0])
+    for _ in range(3):  # partials combined in a fixed order: bitwise reproducible
+        np.testing.assert_array_equal(e2.run([x, y])[1], s2)
+    # too many columns for the partial vectors' stack budget: not split, still right
+    wide = rng.normal(size=(64, P.ROW_PARTIALS_MAX_BYTES // 8)).astype(np.float32)
+    ew = compiled(lambda w: np.sum(w * w, axis=0), wide, nthreads=2)
+    assert ew.stats["parallel_kernels"] == 0
+    np.testing.assert_allclose(ew.run([wide])[0], (wide.astype(np.float64) ** 2).sum(0), rtol=1e-5)
+
+
 # ----- the pool -----
 
 
