@@ -334,8 +334,8 @@ def _pool_ir(sys_futex: int, pause: str, spin_ns: int) -> str:
 @measure = internal global i32 0, align 4
 @worker_cpu = internal global i64 0, align 8
 @worker_ns = internal global i64 0, align 64
-@backoff_left = internal global i64 0, align 8
-@backoff_len = internal global i64 0, align 8
+@symgraph_pool_backoff_left = global i64 0, align 8
+@symgraph_pool_backoff_len = global i64 0, align 8
 
 declare i64 @syscall(i64, ...) nounwind
 declare i32 @pthread_create(ptr, ptr, ptr, ptr) nounwind
@@ -599,12 +599,12 @@ lock:
   %got = extractvalue {{ i32, i1 }} %r, 1
   br i1 %got, label %check_backoff, label %inline_busy
 check_backoff:
-  %bl = load atomic i64, ptr @backoff_left monotonic, align 8
+  %bl = load atomic i64, ptr @symgraph_pool_backoff_left monotonic, align 8
   %inb = icmp sgt i64 %bl, 0
   br i1 %inb, label %in_backoff, label %start
 in_backoff:
   %bl1 = sub i64 %bl, 1
-  store atomic i64 %bl1, ptr @backoff_left monotonic, align 8
+  store atomic i64 %bl1, ptr @symgraph_pool_backoff_left monotonic, align 8
   br label %unlock_inline
 start:
   %want = sub i32 %nthreads, 1
@@ -616,7 +616,7 @@ post:
   %jn = atomicrmw add ptr @symgraph_pool_jobs, i64 1 monotonic
   %jm = and i64 %jn, 3
   %every4 = icmp eq i64 %jm, 0
-  %blen = load atomic i64, ptr @backoff_len monotonic, align 8
+  %blen = load atomic i64, ptr @symgraph_pool_backoff_len monotonic, align 8
   %probing = icmp sgt i64 %blen, 0
   %measure = or i1 %every4, %probing
   %m32 = zext i1 %measure to i32
@@ -723,17 +723,17 @@ penalize_contended:
   atomicrmw add ptr @symgraph_pool_contended_jobs, i64 1 monotonic
   br label %penalize
 penalize:
-  %len = load atomic i64, ptr @backoff_len monotonic, align 8
+  %len = load atomic i64, ptr @symgraph_pool_backoff_len monotonic, align 8
   %len2 = shl i64 %len, 1
   %small = icmp slt i64 %len2, 8
   %len3 = select i1 %small, i64 8, i64 %len2
   %huge = icmp sgt i64 %len3, 4096
   %len4 = select i1 %huge, i64 4096, i64 %len3
-  store atomic i64 %len4, ptr @backoff_len monotonic, align 8
-  store atomic i64 %len4, ptr @backoff_left monotonic, align 8
+  store atomic i64 %len4, ptr @symgraph_pool_backoff_len monotonic, align 8
+  store atomic i64 %len4, ptr @symgraph_pool_backoff_left monotonic, align 8
   br label %unlock
 good:
-  store atomic i64 0, ptr @backoff_len monotonic, align 8
+  store atomic i64 0, ptr @symgraph_pool_backoff_len monotonic, align 8
   br label %unlock
 unlock:
   store atomic i32 0, ptr @busy release, align 4
@@ -843,8 +843,8 @@ def _pool_global(name: str, ctype: Any) -> Any:
     return ctype.from_address(_pool.engine.get_global_value_address(f"symgraph_pool_{name}"))
 
 
-def set_pool_limits(max_workers: int | None = None, spin_us: int | None = None, spin_yield: bool | None = None
-                    ) -> None:
+def set_pool_limits(max_workers: int | None = None, spin_us: int | None = None, spin_yield: bool | None = None,
+                    reset_backoff: bool = False) -> None:
     """Change the pool's worker cap (takes effect for workers not yet started) or spin time (testing, tuning).
 
     Args:
@@ -852,9 +852,15 @@ def set_pool_limits(max_workers: int | None = None, spin_us: int | None = None, 
             call runs inline until the cap is raised).
         spin_us: spin time of idle workers and waiting callers, microseconds.
         spin_yield: whether spinning threads call sched_yield every few microseconds.
+        reset_backoff: end a run of inline calls that a late or contended
+            call started (the busy-machine safeguards), so the next call
+            uses the workers again.
     """
     if thread_pool() is None:
         return
+    if reset_backoff:
+        _pool_global("backoff_left", ctypes.c_int64).value = 0
+        _pool_global("backoff_len", ctypes.c_int64).value = 0
     if max_workers is not None:
         _pool_global("max_workers", ctypes.c_int32).value = max(0, min(int(max_workers), POOL_MAX_WORKERS))
     if spin_us is not None:
