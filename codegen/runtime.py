@@ -346,10 +346,11 @@ declare i32 @sched_yield() nounwind
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
 {decl_pause}
 
-define internal i64 @now() nounwind {{
+; nanoseconds of clock %clk (1: CLOCK_MONOTONIC, 3: CLOCK_THREAD_CPUTIME_ID)
+define internal i64 @clock_ns(i32 %clk) nounwind {{
 entry:
   %ts = alloca [2 x i64], align 8
-  call i32 @clock_gettime(i32 1, ptr %ts)
+  call i32 @clock_gettime(i32 %clk, ptr %ts)
   %s = load i64, ptr %ts
   %p = getelementptr i64, ptr %ts, i64 1
   %ns = load i64, ptr %p
@@ -358,18 +359,18 @@ entry:
   ret i64 %r
 }}
 
+define internal i64 @now() nounwind {{
+entry:
+  %r = call i64 @clock_ns(i32 1)
+  ret i64 %r
+}}
+
 ; CPU time of the calling thread (ns) when %m, else 0 (CLOCK_THREAD_CPUTIME_ID: a system call)
 define internal i64 @cpu_if(i1 %m) nounwind {{
 entry:
   br i1 %m, label %yes, label %no
 yes:
-  %ts = alloca [2 x i64], align 8
-  call i32 @clock_gettime(i32 3, ptr %ts)
-  %s = load i64, ptr %ts
-  %p = getelementptr i64, ptr %ts, i64 1
-  %ns = load i64, ptr %p
-  %x = mul i64 %s, 1000000000
-  %r = add i64 %x, %ns
+  %r = call i64 @clock_ns(i32 3)
   ret i64 %r
 no:
   ret i64 0
