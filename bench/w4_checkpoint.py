@@ -144,7 +144,10 @@ def child_setup(system: str, variant: str, cfg: dict) -> dict:
         if variant.startswith("budget-"):
             ck = _budget_bytes(cfg, float(variant.split("-", 1)[1]))
         else:
-            ck = {"none": None, "every-layer": None, "sqrt": "sqrt", "sqrt-warm": "sqrt", "revolve": "revolve",
+            if variant == "sqrt-process":  # LLVM runs in codegen.compile_worker, not in this process
+                os.environ["SYMGRAPH_COMPILE_PROCESS"] = "1"
+            ck = {"none": None, "every-layer": None, "sqrt": "sqrt", "sqrt-warm": "sqrt", "sqrt-process": "sqrt",
+                  "revolve": "revolve",
                   "revolve-s": ("revolve", cfg["snapshots"])}[variant]
         cf = sg.compile(sg.grad(loss), checkpoint=ck)
         # resident memory before compiling, in the state of the baseline process (backend imported,
@@ -243,6 +246,7 @@ def variants(cfg: dict) -> list[tuple[str, str, str]]:
         ("symgraph", "every-layer", "sg.checkpoint around every layer"),
         ("symgraph", "sqrt", 'checkpoint="sqrt"'),
         ("symgraph", "sqrt-warm", 'checkpoint="sqrt", object code loaded from the disk cache the "sqrt" run wrote'),
+        ("symgraph", "sqrt-process", 'checkpoint="sqrt", compiled cold in a worker process (SYMGRAPH_COMPILE_PROCESS=1)'),
         ("symgraph", "revolve", 'checkpoint="revolve" (s = ceil(sqrt(steps)))'),
         ("symgraph", "revolve-s", f'checkpoint=("revolve", {cfg["snapshots"]})'),
     ]

@@ -22,7 +22,8 @@ from typing import Any
 import llvmlite
 import llvmlite.binding as llvm
 
-__all__ = ["target_machine", "host_key", "optimize", "compile_ir", "Jitted", "CODEGEN_VERSION", "release_memory"]
+__all__ = ["target_machine", "host_key", "optimize", "compile_ir", "compile_object", "Jitted", "CODEGEN_VERSION",
+           "release_memory"]
 
 log = logging.getLogger("symgraph.codegen")
 
@@ -188,8 +189,82 @@ def compile_ir(ir_text: str, entry: str = "entry", key_extra: str = "") -> Jitte
         return _compile_ir(ir_text, entry, key_extra)
 
 
+def compile_object(ir_text: str) -> bytes:
+    """Parse, verify, optimize (`optimize`) and compile IR text to object code for this host.
+
+    Raises:
+        RuntimeError: LLVM rejected the module.
+    """
+    mod = llvm.parse_assembly(ir_text)
+    mod.verify()
+    optimize(mod)
+    # The optimized module is not kept: `Jitted.llvm_ir()` rebuilds it from the text when asked.
+    # Keeping it held the whole optimized program in LLVM's heap for the executable's lifetime.
+    return target_machine().emit_object(mod)
+
+
+def _use_compile_process() -> bool:
+    return os.environ.get("SYMGRAPH_COMPILE_PROCESS", "") not in ("", "0")
+
+
+class _Worker:
+    """The compile worker process (`codegen.compile_worker`) of this process, started on first use."""
+
+    proc: Any = None
+    pid: int = 0  # the process that started it (a forked child starts its own)
+
+
+def _compile_in_worker(ir_text: str) -> bytes | None:
+    """Object code of `ir_text` compiled by the worker process, or None when the worker failed.
+
+    On any failure (no worker, a crash, an error from LLVM) the worker is
+    stopped and the caller compiles in-process, where a genuine error is
+    raised with LLVM's message. Called with `_llvm_lock` held.
+    """
+    import struct
+    import subprocess
+    import sys
+
+    w = _Worker
+    data = ir_text.encode("utf-8")
+    for attempt in (1, 2):  # a worker that has just exited on its idle timeout is replaced once
+        try:
+            if w.proc is None or w.pid != os.getpid() or w.proc.poll() is not None:
+                w.proc = subprocess.Popen([sys.executable, "-m", "codegen.compile_worker"], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, close_fds=True)
+                w.pid = os.getpid()
+            w.proc.stdin.write(struct.pack("<Q", len(data)) + data)
+            w.proc.stdin.flush()
+            head = w.proc.stdout.read(9)
+            if len(head) < 9:
+                raise OSError("the compile worker exited")
+            status, n = head[0], struct.unpack("<Q", head[1:])[0]
+            payload = w.proc.stdout.read(n)
+            if len(payload) < n:
+                raise OSError("the compile worker exited")
+            if status != 0:
+                log.debug("codegen: the compile worker reported %s; compiling in this process",
+                          payload.decode("utf-8", "replace"))
+                return None
+            return payload
+        except (OSError, ValueError) as e:
+            log.debug("codegen: compile worker failed (%s), attempt %d", e, attempt)
+            _stop_worker()
+    return None
+
+
+def _stop_worker() -> None:
+    w = _Worker
+    if w.proc is not None and w.pid == os.getpid():
+        try:
+            w.proc.kill()
+            w.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    w.proc = None
+
+
 def _compile_ir(ir_text: str, entry: str, key_extra: str) -> Jitted:
-    tm = target_machine()
     key = cache_key(ir_text, key_extra)
     obj = None
     source = "memory"
@@ -206,13 +281,9 @@ def _compile_ir(ir_text: str, entry: str, key_extra: str) -> Jitted:
         else:
             source = "disk"
     if obj is None:
-        mod = llvm.parse_assembly(ir_text)
-        mod.verify()
-        optimize(mod)
-        obj = tm.emit_object(mod)
-        # The optimized module is not kept: `Jitted.llvm_ir()` rebuilds it from the text when asked.
-        # Keeping it held the whole optimized program in LLVM's heap for the executable's lifetime.
-        del mod
+        obj = _compile_in_worker(ir_text) if _use_compile_process() else None
+        if obj is None:
+            obj = compile_object(ir_text)
         if path:
             try:
                 os.makedirs(d, exist_ok=True)
