@@ -384,6 +384,12 @@ def _where(cx, e, a):
     return cx.builder.select(a[0], a[1], a[2])
 
 
+@emitter("fmod")
+def _fmod(cx, e, a):
+    """LLVM's frem: C fmod semantics (exact remainder, sign of the dividend; NaN for b = 0)."""
+    return cx.builder.frem(a[0], a[1])
+
+
 @emitter("muladd")
 def _muladd(cx, e, a):
     """a*b + c as fmul then fadd, without contraction flags: two roundings, as the evaluator."""

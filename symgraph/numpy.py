@@ -80,16 +80,52 @@ def divide(x: Any, y: Any) -> Any:
 true_divide = divide
 
 
+def _divmod(x: Any, y: Any) -> tuple[Any, Any]:
+    """(floor_divide, remainder) of floats, NumPy's algorithm (npy_divmod) on top of the exact fmod.
+
+    floor(x / y) is not the floor division: 1.0 // 0.1 is 9.0 because 0.1 is
+    slightly more than 1/10, while 1.0 / 0.1 rounds to 10.0. Like NumPy, the
+    quotient is (x - fmod(x, y)) / y, corrected by one where the remainder's
+    sign differs from y's; a zero remainder takes y's sign, a zero quotient
+    the sign of x / y, and y = 0 gives x / y and NaN.
+    """
+    if L.result_dtype(x, y).kind in "iub":
+        raise UnsupportedOpError("floor_divide / remainder of integer traced values is not supported")
+    x, y = L.to_float(x), L.to_float(y)
+    m0 = L.binary("fmod", x, y)
+    div0 = divide(subtract(x, m0), y)
+    fix = logical_and(not_equal(m0, 0.0), not_equal(less(y, 0.0), less(m0, 0.0)))
+    dt = L.result_dtype(x, y)
+    zero_like_y = where(less(y, 0.0), _np.asarray(-0.0, dt), _np.asarray(0.0, dt))  # copysign(0, y); y != 0 here
+    mod = where(fix, add(m0, y), where(equal(m0, 0.0), zero_like_y, m0))
+    div = where(fix, subtract(div0, 1.0), div0)
+    fd0 = floor(div)
+    fd = where(greater(subtract(div, fd0), 0.5), add(fd0, 1.0), fd0)
+    q = divide(x, y)
+    fd = where(equal(div, 0.0), multiply(q, 0.0), fd)  # copysign(0, x/y): q is finite where div == 0
+    fd = where(equal(y, 0.0), q, fd)
+    return fd, mod
+
+
 def floor_divide(x: Any, y: Any) -> Any:
-    """floor(x / y) for floats; zero derivative."""
-    if L.result_dtype(x, y).kind in "iu":
-        raise UnsupportedOpError("floor_divide of integer traced values is not supported")
-    return floor(divide(x, y))
+    """x // y for floats, as NumPy computes it (see `_divmod`); zero derivative."""
+    fd, _ = _divmod(x, y)
+    return L.bind("stop_gradient", fd) if isinstance(fd, Node) else fd
 
 
 def remainder(x: Any, y: Any) -> Any:
-    """x - floor(x / y) * y (NumPy's sign convention)."""
-    return subtract(x, multiply(floor_divide(x, y), y))
+    """x % y for floats with the sign of y, as NumPy computes it (see `_divmod`).
+
+    Derivatives 1 and -floor_divide(x, y) (almost everywhere).
+    """
+    return _divmod(x, y)[1]
+
+
+def fmod(x: Any, y: Any) -> Any:
+    """C's fmod: the exact remainder of truncated division, with the sign of x."""
+    if L.result_dtype(x, y).kind in "iub":
+        raise UnsupportedOpError("fmod of integer traced values is not supported")
+    return L.binary("fmod", L.to_float(x), L.to_float(y))
 
 
 mod = remainder
@@ -818,7 +854,7 @@ def _bool_only(name: str, fn: Any, *xs: Any) -> Any:
 
 UFUNCS = {
     "add": add, "subtract": subtract, "multiply": multiply, "divide": divide, "true_divide": divide,
-    "floor_divide": floor_divide, "remainder": remainder, "power": power, "negative": negative,
+    "floor_divide": floor_divide, "remainder": remainder, "fmod": fmod, "power": power, "negative": negative,
     "positive": positive, "absolute": abs, "sign": sign, "exp": exp, "log": log, "log1p": log1p,
     "expm1": expm1, "log2": log2, "log10": log10, "exp2": exp2, "sqrt": sqrt, "square": square,
     "reciprocal": reciprocal, "sin": sin, "cos": cos, "tan": tan, "tanh": tanh, "sinh": sinh, "cosh": cosh,

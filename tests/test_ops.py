@@ -263,6 +263,7 @@ CASES = [
     OpCase("where", L.where, np.where,
            [(((2, 3, 5),) * 3, {}), (((3, 1), (2, 3, 5), ()), {}), (((), (), ()), {}), (((1,), (4,), (1,)), {})],
            (boolean, real, real)),
+    _binary("fmod", (real, nonzero), np.fmod),
     OpCase("muladd", lambda a, b, c: L.bind("muladd", a, b, c), lambda a, b, c: a * b + c,
            [(((2, 3, 5),) * 3, {}), (((),) * 3, {}), (((1,),) * 3, {})], (real, real, real)),
     OpCase("random_uniform",

@@ -259,3 +259,40 @@ def test_sinh_cosh_derivatives_are_each_other():
         np.testing.assert_allclose(sg.grad(np.cosh)(v), np.sinh(v), rtol=4e-16, atol=0)
     np.testing.assert_allclose(sg.grad(sg.grad(np.sinh))(0.7), np.sinh(0.7), rtol=4e-16)
     sg.check_grads(lambda x: np.sum(np.sinh(x) * np.cosh(x)), (np.array([-25.0, -2, 0.3, 1.5, 22.0]),), order=2)
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_floor_divide_remainder_fmod_bitwise_equal_numpy(backend, dtype):
+    """NumPy's divmod algorithm: 1.0 // 0.1 is 9.0 (floor(1.0 / 0.1) would be 10), infinite divisors,
+    zero divisors, signed zeros and NaN all as NumPy gives them."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([[1.0, -1.0, 1.0, 7.0, -7.0, 7.0, 7.0, 0.0, -0.0, np.inf, 3.0, -3.0, np.nan, 2.0, 0.0],
+                        rng.standard_normal(500) * 10]).astype(dtype)
+    y = np.concatenate([[0.1, 0.1, -0.1, -7.0, 7.0, np.inf, -np.inf, 3.0, 3.0, 2.0, 0.0, -0.0, 1.0, np.nan, -np.inf],
+                        rng.standard_normal(500) * 3]).astype(dtype)
+    for fn in (lambda a, b: a // b, lambda a, b: a % b, np.fmod, np.floor_divide, np.remainder):
+        with np.errstate(all="ignore"):
+            ref = fn(x, y)
+            got = sg.compile(fn, backend=backend)(x, y)
+        assert got.dtype == ref.dtype
+        np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(np.signbit(got[~np.isnan(ref)]), np.signbit(ref[~np.isnan(ref)]))
+    assert sg.compile(lambda a, b: a // b, backend=backend)(np.float64(1.0), np.float64(0.1)) == 9.0
+
+
+def test_floor_divide_remainder_derivatives():
+    x, y = np.array([5.5, -5.5, 1.25, 7.3]), np.array([2.0, 2.0, 0.3, -1.9])
+    gx, gy = sg.grad(lambda a, b: np.sum(a % b), argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(gx, np.ones(4))
+    np.testing.assert_array_equal(gy, -np.floor_divide(x, y))
+    gx, gy = sg.grad(lambda a, b: np.sum(a // b), argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(gx, np.zeros(4))
+    np.testing.assert_array_equal(gy, np.zeros(4))
+    sg.check_grads(lambda a, b: np.sum(np.fmod(a, b) * (a % b)), (x, y), order=2)
+
+
+def test_integer_floor_divide_and_remainder_are_refused():
+    for fn in (lambda a: a // 2, lambda a: a % 2, lambda a: np.fmod(a, 2)):
+        with pytest.raises(sg.errors.UnsupportedOpError):
+            sg.compile(fn)(np.arange(4))

@@ -385,3 +385,27 @@ def _muladd_jvp(t, node):
 register(Op("muladd", 3, "elementwise", same_shape, float_only, _muladd_impl, _muladd_vjp, _muladd_jvp,
             doc="a*b + c rounded twice (equal to mul then add, not a fused multiply-add); "
                 "the Horner steps of simplify's polynomial stage"))
+
+# ----- fmod: C's fmod, the exact remainder of truncated division (the base of floor_divide/remainder) -----
+
+
+def _neg_trunc_quotient(node):
+    # -trunc(a/b) = (fmod(a, b) - a) / b, an integer up to one rounding: rounded to it, so that the
+    # derivative is exact and piecewise constant (its own derivative is 0, as it should be)
+    a, b = node.inputs
+    return L.unary("floor", (node - a) / b + 0.5, float_op=False)
+
+
+def _fmod_vjp(ct, node):
+    # fmod(a, b) = a - trunc(a/b) * b
+    return (ct, ct * _neg_trunc_quotient(node))
+
+
+def _fmod_jvp(t, node):
+    ta, tb = t
+    return _add_jvp((ta, None if tb is None else tb * _neg_trunc_quotient(node)), node)
+
+
+register(Op("fmod", 2, "elementwise", same_shape, float_only, np.fmod, _fmod_vjp, _fmod_jvp,
+            doc="C fmod: a - trunc(a/b)*b, exact, sign of a (NaN for b = 0 or infinite a); "
+                "derivatives 1 and -trunc(a/b)"))
