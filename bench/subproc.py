@@ -33,7 +33,7 @@ import sys
 import time
 import traceback
 
-__all__ = ["run_variant", "child_main", "read_status_bytes"]
+__all__ = ["run_variant", "baseline_ok", "child_main", "read_status_bytes"]
 
 TAG = "@@BENCH "
 
@@ -229,3 +229,19 @@ def run_variant(module: str, system: str, variant: str, cfg: dict, compare, time
 
 if __name__ == "__main__":
     sys.exit(child_main(sys.argv[1:]))
+
+
+def baseline_ok(module: str, system: str, cfg: dict, timeout: float, baselines: dict, row) -> bool:
+    """Run `system`'s baseline child once (cached in `baselines`); False, with `row` marked, if it failed.
+
+    A peer that is not installed is "missing"; any other failure, and any
+    failure of symgraph's own baseline, is an "error" with the child's message.
+    """
+    if system not in baselines:
+        baselines[system] = run_variant(module, system, "baseline", cfg, None, timeout)
+    base = baselines[system]
+    if base["status"] == "ok":
+        return True
+    row.status = "missing" if base["status"] == "missing" and system != "symgraph" else "error"
+    row.message = base.get("message", "")
+    return False

@@ -325,7 +325,7 @@ class _cache_dirs:
 def _run_one(system: str, variant: str, desc: str, cfg: dict, settings: Settings, check, timeout: float,
              baselines: dict, rows: list[Row], none_median: dict, cache_for) -> None:
     """Run one (system, variant) (and the system's baseline the first time) and append its row."""
-    from .subproc import run_variant
+    from .subproc import baseline_ok, run_variant
     row = Row(system)
     row.extras["variant"] = variant
     row.extras["description"] = desc
@@ -334,13 +334,9 @@ def _run_one(system: str, variant: str, desc: str, cfg: dict, settings: Settings
         row.status, row.message = "skipped", "not selected (--systems)"
         return
     cache_for(system, variant)
-    if system not in baselines:
-        baselines[system] = run_variant(_MODULE, system, "baseline", cfg, None, timeout)
-    base = baselines[system]
-    if base["status"] != "ok":
-        row.status = "missing" if base["status"] == "missing" and system != "symgraph" else "error"
-        row.message = base.get("message", "")
+    if not baseline_ok(_MODULE, system, cfg, timeout, baselines, row):
         return
+    base = baselines[system]
     rep = run_variant(_MODULE, system, variant, cfg, check, timeout)
     log(f"  [W4] {system} {variant}: {rep['status']} {rep.get('message', '')}", settings)
     row.first_call = rep.get("first_call")

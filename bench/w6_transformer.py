@@ -526,7 +526,7 @@ def run(settings: Settings) -> WorkloadResult:
                           "torch.utils.checkpoint.checkpoint(use_reentrant=False)); +sqrt: the whole step "
                           "compiled with sg.compile(step, checkpoint=\"sqrt\"), no annotation"),
                          "check: first step's loss and all gradients vs float64 hand-written NumPy"])
-    from .subproc import run_variant
+    from .subproc import baseline_ok, run_variant
 
     def check(arrays):
         ok, msg, _, _ = compare(arrays, ref, rtol=rtol, atol=atol)
@@ -540,13 +540,9 @@ def run(settings: Settings) -> WorkloadResult:
         if settings.systems is not None and row.system not in settings.systems and system not in settings.systems:
             row.status, row.message = "skipped", "not selected (--systems)"
             continue
-        if system not in baselines:
-            baselines[system] = run_variant(__name__, system, "baseline", cfg, None, timeout)
-        base = baselines[system]
-        if base["status"] != "ok":
-            row.status = "missing" if base["status"] == "missing" and system != "symgraph" else "error"
-            row.message = base.get("message", "")
+        if not baseline_ok(__name__, system, cfg, timeout, baselines, row):
             continue
+        base = baselines[system]
         rep = run_variant(__name__, system, variant, cfg, check, timeout)
         log(f"  [W6] {row.system}: {rep['status']} {rep.get('message', '')}", settings)
         if rep["status"] == "ok":
