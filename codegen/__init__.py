@@ -18,6 +18,11 @@ from typing import Any
 __all__ = ["compile_graph"]
 
 
+#: Programs whose loop kernels all have at most this many elements are optimized with the light
+#: pipeline (`jit.optimize(light=True)`): their run time is call overhead, their compile time is not.
+LIGHT_PIPELINE_MAX_ELEMENTS = 16
+
+
 def compile_graph(graph: Any, order: list | None = None, donate: frozenset = frozenset(), name: str = "f",
                   nthreads: int | None = None, profile: bool | None = None) -> Any:
     """Compile an optimized, scheduled graph to native code.
@@ -32,7 +37,9 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         profile: time every kernel (default: the SYMGRAPH_PROFILE environment
             variable); read the figures with `Executable.profile()`.
 
-    Equal loop kernels share one native function (`program.build_module`);
+    Programs whose loops all have at most `LIGHT_PIPELINE_MAX_ELEMENTS` elements
+    (scalar code) get the light LLVM pipeline, the others O3 with vectorization
+    (`stats["pipeline"]`). Equal loop kernels share one native function (`program.build_module`);
     the compiler's Python and LLVM structures are freed before this returns
     and the C heap is trimmed (`jit.release_memory`).
 
@@ -63,6 +70,9 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         profile = os.environ.get("SYMGRAPH_PROFILE", "") not in ("", "0")
     mod, info = program.build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile)
     text = program.module_text(mod, info["prefer_512"])
+    light = all(k.size <= LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind == "loop")
+    if light:
+        text = jit.LIGHT_PIPELINE_MARK + text
     del mod  # free the llvmlite objects before LLVM parses the text
     fuse.release_session()  # the loop-body IR is not needed any more
     t_ir = time.perf_counter() - t0 - t_fuse
@@ -88,6 +98,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         "peak_bytes": bp.peak_bytes,
         "call_bytes": bp.call_bytes,
         "donated_outputs": len(prog.donated),
+        "pipeline": "light" if light else "O3",
         "vmath": vm is not None,
         "call_abi": abi,
         "releases_gil": info.get("release_gil", abi != "fastcall"),

@@ -47,6 +47,17 @@ _EXPENSIVE = 8  # cost at or above which a value read by several kernels is mate
 #: so one kernel of thousands of ops compiles in seconds, while the extra buffer traffic of a cut
 #: is negligible next to hundreds of ops per element.
 MAX_KERNEL_COST = 1024
+#: The cap for loop kernels of one element (scalar programs): without a loop to vectorize,
+#: LLVM's time grows about linearly with the straight-line body (a 1000-step scalar chain with
+#: its gradient, cost ~20000, compiles in 0.16 s as one function or as 30), while one function
+#: lets LLVM share work that a cut recomputes (sin(x) in the value and the gradient) and merge
+#: sin/cos of one argument into one sincos call.
+MAX_SCALAR_KERNEL_COST = 32768
+
+
+def kernel_cost_cap(size: int) -> int:
+    """The largest estimated body cost (`expr_weight` sum) of a loop kernel over `size` elements."""
+    return MAX_SCALAR_KERNEL_COST if size <= 1 else MAX_KERNEL_COST
 
 _uids = itertools.count()
 
@@ -1228,11 +1239,11 @@ class _Partitioner:
                             continue
                         if t.kind != "store" and k.red_axes and k.red_axes != t.red_axes:
                             continue
-                        if kcost.get(ki, 0) + t.cost > MAX_KERNEL_COST:
+                        cap = kernel_cost_cap(k.size)
+                        if kcost.get(ki, 0) + t.cost > cap:
                             # joining may make the body too big for LLVM: count what is really new
                             have = kexprs[ki]
-                            if kcost[ki] + sum(expr_weight(e) for e in t.exprs if e not in have) \
-                                    > MAX_KERNEL_COST:
+                            if kcost[ki] + sum(expr_weight(e) for e in t.exprs if e not in have) > cap:
                                 continue
                         if ki == base:
                             # reading a value this kernel produces: only stores, at the same index
@@ -1354,7 +1365,7 @@ class _Partitioner:
     # -- splitting: cap the size of a loop body --
 
     def split(self, b: _Builder, kernels: list[Kernel], M: set) -> set:
-        """Values to materialize so that no loop task costs more than MAX_KERNEL_COST.
+        """Values to materialize so that no loop task costs more than its cap (`kernel_cost_cap`).
 
         LLVM's optimizer is superlinear in the size of a function: a value-and-gradient chain of
         thousands of elementwise ops fused into one loop body takes seconds to compile, growing
@@ -1365,13 +1376,13 @@ class _Partitioner:
         tasks do, and `group` packs tasks into kernels without exceeding it. Graphs whose loop
         tasks are all under the cap are not changed.
         """
-        cap = MAX_KERNEL_COST
         extra: set[Node] = set()
         cut: set[Expr] = set()
         for k in kernels:
             if k.kind != "loop":
                 continue
             for t in k.tasks:
+                cap = kernel_cost_cap(int(np.prod(t.domain, dtype=np.int64)))
                 if t.cost > cap:
                     self._cut_task(b, t, M, cut, extra, cap)
         return extra - M

@@ -327,8 +327,9 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         emitters[ki] = _KernelCall(f, ke.buffers)
         del ke
         uses[f.name] = uses.get(f.name, 0) + 1
-    big = sum(sum(expr_weight(e) for e in kernel_exprs(k)) for ki, k in enumerate(prog.kernels) if ki in emitters) \
-        > fuse.MAX_KERNEL_COST
+    looped = [k for ki, k in enumerate(prog.kernels) if ki in emitters]
+    big = sum(sum(expr_weight(e) for e in kernel_exprs(k)) for k in looped) \
+        > fuse.kernel_cost_cap(max((k.size for k in looped), default=0))
     for f in shared.values():
         # Keep big programs' kernels out of `entry`: inlined (internal functions called once),
         # they would make one function as big as the whole graph, the superlinear case for LLVM

@@ -14,7 +14,6 @@ common case of flat positional arrays in a few attribute reads.
 from __future__ import annotations
 
 import ctypes
-import glob
 import os
 import threading
 from typing import Any
@@ -89,31 +88,63 @@ def call_abi() -> str:
         if _abi is not None:
             return _abi
         import sys
-        import sysconfig
 
         abi = "ctypes" if OBJECT_ABI else "pointers"
         ok_build = (sys.implementation.name == "cpython" and (3, 8) <= sys.version_info[:2] <= (3, 13)
-                    and not sysconfig.get_config_var("Py_GIL_DISABLED") and not hasattr(sys, "gettotalrefcount")
+                    and not _free_threaded() and not hasattr(sys, "gettotalrefcount")
                     and not os.environ.get("SYMGRAPH_NO_FASTCALL"))
         if OBJECT_ABI and ok_build:
             try:
-                from .jit import compile_ir
-
-                text = ('define ptr @"entry"(ptr %self, ptr %argv, i64 %n) {\n'
-                        '  %rc = load i64, ptr %self\n  %rc2 = add i64 %rc, 1\n  store i64 %rc2, ptr %self\n'
-                        '  ret ptr %self\n}\n')
-                jitted = compile_ir(text)
-                fn, keep = _fastcall_builtin(jitted.address)
-                before = sys.getrefcount(keep[1])
-                r = fn((), (), None, ())
-                ok = r is keep[1]
-                del r
-                if ok and sys.getrefcount(keep[1]) == before:
+                if _fastcall_probe():
                     abi = "fastcall"
             except Exception:  # noqa: BLE001  (any doubt: stay with ctypes)
                 pass
         _abi = abi
         return abi
+
+
+def _free_threaded() -> bool:
+    """Whether this is a free-threaded CPython build (3.13+; computing sysconfig's variables costs ~1 ms)."""
+    import sys
+
+    if sys.version_info < (3, 13):
+        return False
+    import sysconfig
+
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def _fastcall_probe() -> bool:
+    """Whether a native `PyObject* f(self, args, n)` returning a new reference to `self` works as a builtin.
+
+    The entry's own reference counting is a 64-bit add at offset 0 of the
+    object, so that layout is checked against `sys.getrefcount` first. The
+    call is then made through C-API's `Py_NewRef` (same C calling convention
+    as the generated entry, which ignores the extra arguments here); where the
+    C-API has no such symbol (CPython < 3.10) a compiled probe is called.
+    """
+    import sys
+
+    obj: list = []
+    if ctypes.c_ssize_t.from_address(id(obj)).value != sys.getrefcount(obj) - 1:
+        return False
+    try:
+        address = ctypes.cast(ctypes.pythonapi.Py_NewRef, ctypes.c_void_p).value
+        keep_code: Any = None
+    except AttributeError:
+        from .jit import LIGHT_PIPELINE_MARK, compile_ir
+
+        text = (LIGHT_PIPELINE_MARK + 'define ptr @"entry"(ptr %self, ptr %argv, i64 %n) {\n'
+                '  %rc = load i64, ptr %self\n  %rc2 = add i64 %rc, 1\n  store i64 %rc2, ptr %self\n'
+                '  ret ptr %self\n}\n')
+        keep_code = compile_ir(text)
+        address = keep_code.address
+    fn, keep = _fastcall_builtin(address)
+    before = sys.getrefcount(keep[1])
+    r = fn((), (), None, ())
+    ok = r is keep[1]
+    del r
+    return ok and sys.getrefcount(keep[1]) == before
 
 _blas_lock = threading.Lock()
 _blas: dict | None = None
@@ -134,6 +165,8 @@ def blas_library() -> dict | None:
         if os.environ.get("SYMGRAPH_NO_BLAS"):
             _blas = found
             return None
+        import glob
+
         import llvmlite.binding as llvm
 
         npdir = os.path.dirname(np.__file__)

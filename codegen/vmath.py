@@ -155,14 +155,20 @@ def runtime_init() -> bool:
             return bool(_libmvec)
         found: dict[tuple[str, str], tuple[tuple[str, int], ...]] = {}
         if _is_x86_64_linux():
-            path = ctypes.util.find_library("mvec") or "libmvec.so.1"
-            try:
-                lib = ctypes.CDLL(path)
-                from llvmlite import binding as llvm
+            lib = None
+            # the soname first: find_library runs `ldconfig -p` in a subprocess (~2 ms)
+            for path in ("libmvec.so.1", None):
+                try:
+                    path = path or ctypes.util.find_library("mvec")
+                    if not path:
+                        break
+                    lib = ctypes.CDLL(path)
+                    from llvmlite import binding as llvm
 
-                llvm.load_library_permanently(path)
-            except (OSError, RuntimeError):
-                lib = None
+                    llvm.load_library_permanently(path)
+                    break
+                except (OSError, RuntimeError):
+                    lib = None
             if lib is not None:
                 _libmvec_path = path
                 feats = _host_features()

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import lax as L
 from .errors import DTypeError, ShapeError, UnsupportedOpError
-from .ir import Graph, Node, current_builder, meta, role, source_location, toposort
+from .ir import Graph, Node, current_builder, meta, set_build_context, toposort
 from .ops import OPS
 
 __all__ = ["vjp_nodes", "jvp_nodes", "vjp_pass", "jvp_pass", "fresh", "is_float", "placeholder", "depends_on"]
@@ -207,7 +207,9 @@ def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: S
         if op.vjp is None:
             raise UnsupportedOpError(f"op {op.name} has no derivative rule (VJP), and the derivative is needed",
                                      meta(n).location)
-        with source_location(meta(n).location), role("backward"):
+        # source_location(meta(n).location) and role("backward") for the rule, set cheaply (per node)
+        prev = set_build_context(meta(n).location, "backward")
+        try:
             mask = None
             if op.kind == "elementwise" and op.name not in _SELECT_OPS:
                 mask = _mask_of(ct)
@@ -228,6 +230,8 @@ def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: S
                 if c.dtype != x.dtype:
                     c = L.cast(c, x.dtype)
                 cts[x] = _accumulate(cts.get(x), c)
+        finally:
+            set_build_context(*prev)
     return [cts.get(w) for w in wrt]
 
 
@@ -288,8 +292,11 @@ def jvp_nodes(outputs: Sequence[Node], wrt: Sequence[Node], tangents: Sequence[N
         if op.jvp is None:
             raise UnsupportedOpError(f"op {op.name} has no forward-mode rule (JVP), and the derivative is needed",
                                      meta(n).location)
-        with source_location(meta(n).location), role("tangent"):
+        prev = set_build_context(meta(n).location, "tangent")  # source_location + role, per node
+        try:
             t = op.jvp(ts, n)
+        finally:
+            set_build_context(*prev)
         if t is not None:
             if t.shape != n.shape:  # pragma: no cover - a rule bug
                 raise ShapeError(f"JVP rule of {op.name} gave a tangent of shape {t.shape} for output {n.shape}")

@@ -30,19 +30,24 @@ _PKG_DIRS = tuple(
 
 
 def _internal_dirs() -> tuple[str, ...]:
-    import sysconfig
-
     import numpy
 
-    extra = [os.path.dirname(os.path.abspath(numpy.__file__)) + os.sep]
-    for key in ("stdlib", "platstdlib"):
-        d = sysconfig.get_paths().get(key)
-        if d:
-            extra.append(os.path.abspath(d) + os.sep)
-    return _PKG_DIRS + tuple(extra)
+    # the standard library is where `os` is (sysconfig's paths cost ~2 ms to compute on first use)
+    extra = (os.path.dirname(os.path.abspath(numpy.__file__)) + os.sep,
+             os.path.dirname(os.path.abspath(os.__file__)) + os.sep)
+    return _PKG_DIRS + extra
 
 
 _INTERNAL: tuple[str, ...] | None = None
+_FILE_INTERNAL: dict[str, bool] = {}  # code file name -> inside symgraph, codegen, numpy or the stdlib
+
+
+def _is_internal(filename: str) -> bool:
+    global _INTERNAL
+    if _INTERNAL is None:
+        _INTERNAL = _internal_dirs()
+    r = _FILE_INTERNAL[filename] = filename.startswith(_INTERNAL) or filename.startswith("<frozen")
+    return r
 
 
 class SourceLocation(NamedTuple):
@@ -57,6 +62,7 @@ class SourceLocation(NamedTuple):
 
 
 _override = threading.local()
+_LOCATIONS: dict[tuple, SourceLocation] = {}  # (file, line, function) -> its SourceLocation, shared
 
 
 def user_location(skip_internal: bool = True) -> SourceLocation | None:
@@ -73,14 +79,20 @@ def user_location(skip_internal: bool = True) -> SourceLocation | None:
     loc = getattr(_override, "loc", None)
     if loc is not None:
         return loc
-    global _INTERNAL
-    if _INTERNAL is None:
-        _INTERNAL = _internal_dirs()
+    known = _FILE_INTERNAL
     f = sys._getframe(1)
     while f is not None:
-        fn = f.f_code.co_filename
-        if not (skip_internal and (fn.startswith(_INTERNAL) or fn.startswith("<frozen"))):
-            return SourceLocation(fn, f.f_lineno, f.f_code.co_name)
+        code = f.f_code
+        fn = code.co_filename
+        internal = known.get(fn)
+        if internal is None:
+            internal = _is_internal(fn)
+        if not (skip_internal and internal):
+            key = (fn, f.f_lineno, code.co_name)
+            loc = _LOCATIONS.get(key)
+            if loc is None:
+                loc = _LOCATIONS[key] = SourceLocation(*key)
+            return loc
         f = f.f_back
     return None
 

@@ -8,7 +8,9 @@ two readers (fan-out). Inside a traced function nodes act as tracers: they
 support NumPy's operators and protocols (see `symgraph.tracing`).
 
 Metadata that must not affect identity (the user's source line, the role of a
-node: forward, backward or recomputed) lives in a side table.
+node: forward, backward or recomputed) is kept out of the intern key: each
+node carries it in a private slot, read with `meta` and replaced with
+`set_meta`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import contextlib
 import itertools
 import math
 import threading
-import weakref
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -70,21 +71,16 @@ class NodeMeta:
         self.role = role
 
 
-# Side table keyed by id(node); a weak reference per node removes the entry
-# when the node dies. (A WeakKeyDictionary would compare nodes with ==, which
-# builds comparison nodes.)
-_META: dict[int, tuple] = {}
 _DEFAULT_META = NodeMeta(None, "forward")
 
 
 def _set_meta(node: "Node", m: NodeMeta) -> None:
-    k = id(node)
-    _META[k] = (weakref.ref(node, lambda _r, k=k: _META.pop(k, None)), m)
+    object.__setattr__(node, "_meta", m)
 
 
 def set_meta(node: "Node", m: NodeMeta) -> None:
     """Replace a node's side-table metadata (passes use it to carry location and role)."""
-    _set_meta(node, m)
+    object.__setattr__(node, "_meta", m)
 
 
 def current_role() -> str:
@@ -107,8 +103,8 @@ def set_build_context(location: SourceLocation | None, role_name: str) -> tuple:
 
 def meta(node: "Node") -> NodeMeta:
     """The side-table metadata of a node (source location, role)."""
-    e = _META.get(id(node))
-    return _DEFAULT_META if e is None else e[1]
+    m = node._meta
+    return _DEFAULT_META if m is None else m
 
 
 class _Ctx(threading.local):
@@ -142,7 +138,19 @@ def role(name: str) -> Iterator[None]:
         _ctx.role = prev
 
 
-class Node:
+class _NodeSlots:
+    """The storage layout of `Node` (see `_new_node`)."""
+
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "tag", "id", "_meta", "__weakref__")
+
+
+class _MutableNode(_NodeSlots):
+    """A node under construction: plain slot stores, then its class becomes `Node`."""
+
+    __slots__ = ()
+
+
+class Node(_NodeSlots):
     """One value of the graph: `op(*inputs, **attrs)` with a static shape and dtype.
 
     Immutable and hashed by identity (interning makes structural equality
@@ -159,7 +167,7 @@ class Node:
         id: a process-unique creation number (for stable ordering).
     """
 
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "tag", "id", "__weakref__")
+    __slots__ = ()
 
     # Let NumPy defer to our __array_ufunc__ in mixed expressions.
     __array_priority__ = 1000
@@ -173,6 +181,7 @@ class Node:
         s(self, "dtype", dtype)
         s(self, "tag", tag)
         s(self, "id", next(_ids))
+        s(self, "_meta", None)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("symgraph nodes are immutable")
@@ -197,7 +206,7 @@ class Node:
     @property
     def size(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -216,12 +225,37 @@ class Node:
     # symgraph.tracing (kept there so this module stays the bare IR).
 
 
+def _new_node(op: Any, inputs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype, tag: Any, m: NodeMeta) -> Node:
+    """`Node(op, inputs, attrs, shape, dtype, tag)` with metadata `m`, built cheaply.
+
+    `Node.__setattr__` refuses writes, so `Node.__init__` stores each slot through
+    `object.__setattr__`; here the slots are stored on a `_MutableNode` (same
+    layout) whose class is then switched to `Node` (several times faster; the
+    builder creates every node this way).
+    """
+    n = _MutableNode()
+    n.op = op
+    n.inputs = inputs
+    n.attrs = attrs
+    n.shape = shape
+    n.dtype = dtype
+    n.tag = tag
+    n.id = next(_ids)
+    n._meta = m
+    _osetattr(n, "__class__", Node)
+    return n
+
+
+_osetattr = object.__setattr__
+
+
 class Builder:
     """Interns nodes: the same (op, inputs, attrs, tag) gives the same node.
 
     Builders are used as context managers; the innermost active builder of the
     current thread is `current_builder()`. Every node is created through
-    `make`, which runs the op's shape and dtype rules.
+    `make`, which runs the op's shape and dtype rules (or `remake`, which
+    rebuilds a node on new inputs of the same shapes and dtypes).
     """
 
     def __init__(self, share: "Builder | None" = None) -> None:
@@ -275,39 +309,101 @@ class Builder:
         Raises:
             ShapeError, DTypeError: from the op's shape and dtype rules.
         """
-        inputs = tuple(inputs)
+        if type(inputs) is not tuple:
+            inputs = tuple(inputs)
         if attrs is None:
             attrs_t: tuple = ()
+        elif type(attrs) is tuple:
+            attrs_t = attrs
         elif isinstance(attrs, dict):
-            attrs_t = tuple(sorted(attrs.items()))
+            attrs_t = tuple(sorted(attrs.items())) if attrs else ()
         else:
             attrs_t = tuple(attrs)
         key = (op.name, inputs, attrs_t, tag)
         node = self._table.get(key)
         if node is not None:
             return node
-        params = dict(attrs_t)
+        return self._create(key, op, inputs, attrs_t, tag)
+
+    def remake(self, node: Node, inputs: tuple, meta: NodeMeta | None = None) -> Node:
+        """`make(node.op, inputs, node.attrs, node.tag)`, for passes that rebuild a node on new inputs.
+
+        When the new inputs have the shapes and dtypes of the old ones the
+        shape and dtype rules (pure functions of those and the attrs) are not
+        run again: the node's own shape and dtype are reused.
+
+        Args:
+            node: the node to rebuild.
+            inputs: tuple of input nodes, as many as node.inputs.
+            meta: metadata of the node if it is created (default: the thread's
+                source location and role, as for `make`).
+
+        Returns:
+            The interned node.
+
+        Raises:
+            ShapeError, DTypeError: from the op's rules, when the shapes or dtypes differ.
+        """
+        op = node.op
+        key = (op.name, inputs, node.attrs, node.tag)
+        found = self._table.get(key)
+        if found is not None:
+            return found
+        old = node.inputs
+        if len(old) != len(inputs):
+            return self._create(key, op, inputs, node.attrs, node.tag, meta)
+        for x, y in zip(inputs, old):
+            if type(x) is not Node or (x.shape != y.shape or (x.dtype is not y.dtype and x.dtype != y.dtype)):
+                return self._create(key, op, inputs, node.attrs, node.tag, meta)
+        m = NodeMeta(user_location(), _ctx.role) if meta is None else meta
+        with self._lock:
+            found = self._table.get(key)
+            if found is not None:
+                return found
+            found = _new_node(op, inputs, node.attrs, node.shape, node.dtype, node.tag, m)
+            self._table[key] = found
+        return found
+
+    def _create(self, key: tuple, op: Any, inputs: tuple, attrs_t: tuple, tag: Any,
+                meta: NodeMeta | None = None) -> Node:
+        """`make` for a key not in the table yet: run the rules, create and intern the node."""
+        params = dict(attrs_t) if attrs_t else _NO_PARAMS
         if op.nin is not None and len(inputs) != op.nin:
             raise SymgraphError(f"{op.name} takes {op.nin} inputs, got {len(inputs)}")
-        for i, x in enumerate(inputs):
-            if type(x) is not Node and not isinstance(x, Node):
-                raise SymgraphError(f"{op.name}: input {i} is {type(x).__name__}, not a graph node")
-        shape = op.shape_rule(*[x.shape for x in inputs], **params)
-        shape = tuple(shape) if all(type(d) is int for d in shape) else tuple(int(d) for d in shape)
-        dtype = op.dtype_rule(*[x.dtype for x in inputs], **params)
-        if type(dtype) is not np.dtype:
+        for x in inputs:
+            if type(x) is not Node:
+                for i, x in enumerate(inputs):
+                    if not isinstance(x, Node):
+                        raise SymgraphError(f"{op.name}: input {i} is {type(x).__name__}, not a graph node")
+        if len(inputs) == 2:  # the common arities without building argument lists
+            a, b = inputs
+            shape = op.shape_rule(a.shape, b.shape, **params)
+            dtype = op.dtype_rule(a.dtype, b.dtype, **params)
+        elif len(inputs) == 1:
+            a = inputs[0]
+            shape = op.shape_rule(a.shape, **params)
+            dtype = op.dtype_rule(a.dtype, **params)
+        else:
+            shape = op.shape_rule(*[x.shape for x in inputs], **params)
+            dtype = op.dtype_rule(*[x.dtype for x in inputs], **params)
+        if type(shape) is not tuple or (shape and not all(type(d) is int for d in shape)):
+            shape = tuple(int(d) for d in shape)
+        if not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
         if shape and (min(shape) < 0 or math.prod(shape) * dtype.itemsize >= 2**63):
             raise ShapeError(f"{op.name}: result shape {shape} ({dtype}) has a negative dimension or more bytes "
                              f"than can be addressed")
+        m = NodeMeta(user_location(), _ctx.role) if meta is None else meta
         with self._lock:
             node = self._table.get(key)
             if node is not None:
                 return node
-            node = Node(op, inputs, attrs_t, shape, dtype, tag)
+            node = _new_node(op, inputs, attrs_t, shape, dtype, tag, m)
             self._table[key] = node
-        _set_meta(node, NodeMeta(user_location(), _ctx.role))
         return node
+
+
+_NO_PARAMS: dict = {}  # never mutated: shape and dtype rules take their attrs as keywords
 
 
 _default_builder_local = threading.local()
@@ -335,24 +431,21 @@ def toposort(outputs: Iterable[Node]) -> list[Node]:
     normal after a few derivatives). Deterministic for a given graph.
     """
     order: list[Node] = []
-    state: dict[Node, int] = {}  # 1 = on stack, 2 = done
+    seen: set[Node] = set()  # pushed on the stack at some point (on it now, or done)
     for out in outputs:
-        if state.get(out) == 2:
+        if out in seen:
             continue
-        stack: list[tuple[Node, int]] = [(out, 0)]
-        state[out] = 1
+        seen.add(out)
+        stack: list[tuple[Node, Iterator[Node]]] = [(out, iter(out.inputs))]
         while stack:
-            node, i = stack[-1]
-            ins = node.inputs
-            if i < len(ins):
-                stack[-1] = (node, i + 1)
-                child = ins[i]
-                if child not in state:
-                    state[child] = 1
-                    stack.append((child, 0))
+            node, ins = stack[-1]
+            for child in ins:  # resumes after the last input visited
+                if child not in seen:
+                    seen.add(child)
+                    stack.append((child, iter(child.inputs)))
+                    break
             else:
                 stack.pop()
-                state[node] = 2
                 order.append(node)
     return order
 

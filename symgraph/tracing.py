@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -39,8 +40,9 @@ def _leaf_problem(x: Any) -> tuple[type, str] | None:
         return None
     if isinstance(x, numbers.Real) and not isinstance(x, np.generic):
         return None
-    if isinstance(x, np.ma.MaskedArray):
-        n = int(np.ma.count_masked(x))
+    ma = sys.modules.get("numpy.ma")  # a masked array exists only once numpy.ma is imported (importing it costs ~8 ms)
+    if ma is not None and isinstance(x, ma.MaskedArray):
+        n = int(ma.count_masked(x))
         return UnsupportedOpError, (f"is a numpy.ma.MaskedArray (shape {x.shape}, {n} masked entries); symgraph has no "
                                     f"masked-array semantics and would silently drop the mask. Pass the data "
                                     f"explicitly (np.ma.filled(x, fill_value) or x.data) and apply the mask with "

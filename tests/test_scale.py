@@ -144,3 +144,48 @@ def test_compile_time_grows_about_linearly():
         times[n] = time.perf_counter() - t
         np.testing.assert_allclose(exe.run([x])[1], _chain_grad(n, x), rtol=1e-9)
     assert times[4000] <= 6 * times[1000] + 1.0, times
+
+
+def _scalar_chain_grad(n: int, x0: float) -> tuple[float, float]:
+    x, d = x0, 1.0
+    for _ in range(n):
+        x, d = np.sin(x) * 1.01 + 0.1, np.cos(x) * 1.01 * d
+    return x, d
+
+
+def test_scalar_programs_are_one_light_kernel_and_compile_about_linearly():
+    """Scalar value-and-gradient chains: one loop kernel up to `fuse.MAX_SCALAR_KERNEL_COST`, the light
+    LLVM pipeline, exact values; 4x the steps at most ~6x the compile time (W5's chain is 100 steps).
+    The same chain on 64 elements is cut into several kernels and gets O3."""
+    import codegen
+    import codegen.fuse as F
+
+    times = {}
+    for n in (250, 1000):
+        def f(x, n=n):
+            for _ in range(n):
+                x = np.sin(x) * 1.01 + 0.1
+            return x
+
+        s = sg.simplify(sg.trace(sg.value_and_grad(f), 0.5))
+        t = time.perf_counter()
+        exe = codegen.compile_graph(s)
+        times[n] = time.perf_counter() - t
+        assert exe.stats["pipeline"] == "light"
+        if n == 250:
+            assert exe.stats["loop_kernels"] == 1, exe.stats
+        v, d = _scalar_chain_grad(n, 0.5)
+        got = exe.run([np.float64(0.5)])
+        np.testing.assert_allclose(got[0], v, rtol=1e-12)
+        np.testing.assert_allclose(got[1], d, rtol=1e-9)
+        want = s.evaluate(0.5)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+    assert times[1000] <= 6 * times[250] + 1.0, times
+    assert F.kernel_cost_cap(1) == F.MAX_SCALAR_KERNEL_COST > F.kernel_cost_cap(16) == F.MAX_KERNEL_COST
+
+    x = np.linspace(-1.0, 1.0, 64)
+    f = chain(250)
+    s = sg.simplify(sg.trace(sg.value_and_grad(lambda x: np.sum(f(x))), x))
+    exe = codegen.compile_graph(s)
+    assert exe.stats["pipeline"] == "O3" and exe.stats["loop_kernels"] > 1, exe.stats
+    np.testing.assert_allclose(exe.run([x])[1], _chain_grad(250, x), rtol=1e-9)

@@ -99,9 +99,11 @@ def get(name: str) -> Op:
 def same_shape(*shapes: tuple, **_: Any) -> tuple:
     """All operands have the same shape (broadcasting is explicit at trace time)."""
     s0 = shapes[0]
-    for i, s in enumerate(shapes[1:], 1):
+    for s in shapes:
         if s != s0:
-            raise ShapeError(f"operand {i} has shape {s}, operand 0 has {s0}; elementwise ops need equal shapes")
+            i = next(i for i, e in enumerate(shapes) if e != s0)
+            raise ShapeError(f"operand {i} has shape {shapes[i]}, operand 0 has {s0}; "
+                             f"elementwise ops need equal shapes")
     return s0
 
 
@@ -157,9 +159,10 @@ def promote(*dtypes: Any, **_: Any) -> np.dtype:
 def same_dtype(*dtypes: Any, **_: Any) -> np.dtype:
     """All operands share one dtype (promotion is explicit at trace time)."""
     d0 = np.dtype(dtypes[0])
-    for i, d in enumerate(dtypes[1:], 1):
-        if np.dtype(d) != d0:
-            raise DTypeError(f"operand {i} has dtype {d}, operand 0 has {d0}")
+    for d in dtypes:
+        if d is not d0 and np.dtype(d) != d0:  # NumPy's built-in dtypes are singletons: `is` is the fast test
+            i = next(i for i, e in enumerate(dtypes) if np.dtype(e) != d0)
+            raise DTypeError(f"operand {i} has dtype {dtypes[i]}, operand 0 has {d0}")
     return d0
 
 

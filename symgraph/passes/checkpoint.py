@@ -657,9 +657,12 @@ def _bytes(n: Node) -> int:
     return n.nbytes
 
 
+_KEPT = "no checkpointing: every forward value is kept"
+
+
 def _plan_none(a: _Analysis) -> Plan:
     saved = {v for v in a.fwd if v not in a.marks.must_recompute}
-    reasons = {v: a.marks.region_saveable.get(v, "no checkpointing: every forward value is kept") for v in saved}
+    reasons = {v: a.marks.region_saveable.get(v, _KEPT) for v in saved}
     return Plan("none", saved, reasons, regenerate=a.free_random)
 
 
@@ -1215,7 +1218,8 @@ def apply_checkpoint(graph: Graph, strategy: Any = None) -> Graph:
             narrows to one live value); on other graphs they fall back to "mincut".
 
     Returns:
-        A new graph computing the same outputs (bitwise, on the NumPy evaluator).
+        A graph computing the same outputs (bitwise, on the NumPy evaluator):
+        `graph` itself when there is nothing to strip or rematerialize.
 
     Raises:
         SymgraphError: unknown strategy; a byte budget below the smallest
@@ -1228,6 +1232,10 @@ def apply_checkpoint(graph: Graph, strategy: Any = None) -> Graph:
     if not isinstance(graph, Graph):
         raise SymgraphError(f"apply_checkpoint: expected a Graph (from sg.trace), got {type(graph).__name__}")
     _check_strategy(strategy)
+    if strategy is None or (isinstance(strategy, str) and strategy.lower() == "none"):
+        kept = _keep_everything(graph, strategy)
+        if kept is not None:
+            return kept
     g, marks = _strip_markers(graph)
     a = _analyze(g, marks)
     if not any(c in ("B", "R") for c in a.cls.values()):
@@ -1262,6 +1270,29 @@ def apply_checkpoint(graph: Graph, strategy: Any = None) -> Graph:
     out = rematerialize(a, plan)
     _INFO[out] = _Info(str(strategy), plan, results)
     return out
+
+
+#: Ops that `apply_checkpoint(graph, None)` may rewrite: markers are stripped, random bits
+#: regenerated, copy / stop_gradient looked through by the backward readers.
+_REWRITTEN_BY_NONE = MARKER_OPS | {"random_uniform", "copy", "stop_gradient"}
+def _keep_everything(graph: Graph, strategy: Any) -> Graph | None:
+    """`apply_checkpoint(graph, None)` for a graph it leaves unchanged, else None.
+
+    Without markers, random bits and copy / stop_gradient nodes the "none" plan
+    saves every forward value and `rematerialize` rebuilds nothing, so the
+    graph itself is the result (its residual report is recorded as usual);
+    this skips the chain analysis.
+    """
+    order = graph.toposort()
+    for n in order:
+        if n.op.name in _REWRITTEN_BY_NONE:
+            return None
+    cls = regions(order)
+    if not any(c in ("B", "R") for c in cls.values()):
+        return graph
+    fwd = [n for n in order if cls[n] == "F"]
+    _INFO[graph] = _Info(str(strategy), Plan("none", set(fwd), dict.fromkeys(fwd, _KEPT), regenerate=set()))
+    return graph
 
 
 def _check_strategy(s: Any) -> None:

@@ -51,17 +51,24 @@ def regions(order: Sequence[Node]) -> dict[Node, str]:
         dict node -> one of "S", "F", "B", "R".
     """
     cls: dict[Node, str] = {}
+    get = cls.get
     for n in order:
         if n.op.kind == "source":
             cls[n] = "S"
             continue
         r = meta(n).role
         if r == "recomputed":
-            cls[n] = "R"
-        elif r == "backward" or any(cls.get(x) in ("B", "R") for x in n.inputs):
-            cls[n] = "B"
+            c = "R"
+        elif r == "backward":
+            c = "B"
         else:
-            cls[n] = "F"
+            c = "F"
+            for x in n.inputs:
+                cx = get(x)
+                if cx == "B" or cx == "R":
+                    c = "B"
+                    break
+        cls[n] = c
     return cls
 
 
@@ -93,9 +100,9 @@ def free_values(order: Sequence[Node], cls: dict[Node, str] | None = None, rando
             rand.add(n)
             continue
         ins = [x for x in n.inputs if cls.get(x) != "S"]
-        if not all(x in free for x in ins):
+        if not free.issuperset(ins):
             continue
-        is_rand = any(x in rand for x in ins)
+        is_rand = not rand.isdisjoint(ins)
         if is_rand and n.op.kind in ("elementwise", "layout"):
             free.add(n)
             rand.add(n)
@@ -242,14 +249,15 @@ def _memory_aware(order0: list[Node], outputs: Sequence[Node], cls: dict[Node, s
     # (same op, attrs and original inputs), else just after their inputs.
     struct: dict[tuple, Node] = {}
     orig: dict[Node, Node] = {}
-    for n in order0:
+    recomputed = "R" in cls.values()
+    for n in order0 if recomputed else ():
         c = cls[n]
         if c == "F":
             orig[n] = n
             struct.setdefault((n.op.name, tuple(id(x) for x in n.inputs), n.attrs), n)
         elif c == "S":
             orig[n] = n
-    for n in order0:
+    for n in order0 if recomputed else ():
         if cls[n] != "R":
             continue
         ins = tuple(orig.get(x, x) for x in n.inputs)
@@ -278,7 +286,12 @@ def _memory_aware(order0: list[Node], outputs: Sequence[Node], cls: dict[Node, s
     # Backward values computed from forward values alone (x.T for a weight
     # gradient, 1 - y*y for tanh) are pulled by their readers, not anchored:
     # their inputs are live anyway, and computed early they would wait.
-    anchored = [n for n in key if any(cls[x] == "B" for x in n.inputs)]
+    anchored = []
+    for n in key:
+        for x in n.inputs:
+            if cls[x] == "B":
+                anchored.append(n)
+                break
     anchors = list(fwd)
     anchors += sorted(anchored, key=lambda n: (-key[n], idx[n]))
     anchors += list(outputs)
@@ -289,23 +302,32 @@ def _memory_aware(order0: list[Node], outputs: Sequence[Node], cls: dict[Node, s
     # right before its reader instead of all leaves up front.
     height: dict[Node, int] = {}
     for n in order0:
-        height[n] = 1 + max((height[x] for x in n.inputs), default=-1)
+        h = 0
+        for x in n.inputs:
+            h = max(h, height[x] + 1)
+        height[n] = h
+    neg_height = {n: -h for n, h in height.items()}.__getitem__
+
+    def deepest_first(ins: tuple) -> Sequence[Node]:
+        return ins if len(ins) < 2 else sorted(ins, key=neg_height)  # stable: ties keep input order
+
     done: set[Node] = set()
     out: list[Node] = []
     for a in anchors:
         if a in done:
             continue
         done.add(a)
-        stack = [(a, sorted(a.inputs, key=lambda x: -height[x]), 0)]
+        stack = [(a, deepest_first(a.inputs), 0)]
         while stack:
             n, ins, i = stack[-1]
-            while i < len(ins) and ins[i] in done:
+            k = len(ins)
+            while i < k and ins[i] in done:
                 i += 1
-            if i < len(ins):
+            if i < k:
                 stack[-1] = (n, ins, i + 1)
                 x = ins[i]
                 done.add(x)
-                stack.append((x, sorted(x.inputs, key=lambda y: -height[y]), 0))
+                stack.append((x, deepest_first(x.inputs), 0))
             else:
                 stack.pop()
                 out.append(n)

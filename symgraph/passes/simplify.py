@@ -41,6 +41,7 @@ References:
 
 from __future__ import annotations
 
+import bisect
 import gc
 import math
 import threading
@@ -128,6 +129,7 @@ class _PassBuilder(Builder):
     def __init__(self, share: Builder | None = None):
         super().__init__(share)
         self._meta: NodeMeta = NodeMeta(None, "forward")
+        self._synced: NodeMeta | None = None  # the metadata the thread's build context was last set from
 
     @property
     def cur_meta(self) -> NodeMeta:
@@ -136,10 +138,10 @@ class _PassBuilder(Builder):
 
     @cur_meta.setter
     def cur_meta(self, m: NodeMeta) -> None:
-        # Builder.make stamps new nodes with the thread's location override and role
-        # (see symgraph.ir.source_location and role); set both directly (per node, so cheaply).
+        # Builder.make stamps new nodes with the thread's location override and role (see
+        # symgraph.ir.source_location and role): `make` sets both from `m` when it is called
+        # (most nodes being rewritten build nothing); `adopt` and `remake` pass the metadata.
         self._meta = m
-        set_build_context(m.location if m.location is not None else _NOLOC, m.role)
 
     def adopt(self, node: Node, inputs: tuple) -> Node:
         """`node` rebuilt on `inputs`: the node itself when nothing changed and no equal node exists here.
@@ -149,11 +151,20 @@ class _PassBuilder(Builder):
         already in the table is returned instead (CSE).
         """
         ins = node.inputs
-        if len(inputs) != len(ins) or any(a is not b for a, b in zip(inputs, ins)) or _swapped(node.op.name, ins):
+        if len(inputs) != len(ins):
             return self.make(node.op, inputs, node.attrs, node.tag)
+        for a, b in zip(inputs, ins):
+            if a is not b:
+                return self.remake(node, inputs)
+        if _swapped(node.op.name, ins):
+            return self.remake(node, inputs)
         return Builder.adopt(self, node)
 
     def make(self, op: Any, inputs: Iterable[Node] = (), attrs: Any = None, tag: Any = None) -> Node:
+        m = self._meta
+        if m is not self._synced:
+            self._synced = m
+            set_build_context(m.location if m.location is not None else _NOLOC, m.role)
         inputs = tuple(inputs)
         if _swapped(op.name, inputs):
             inputs = (inputs[1], inputs[0]) + inputs[2:]
@@ -165,12 +176,31 @@ class _PassBuilder(Builder):
             return node
         return Builder.make(self, op, inputs, attrs, tag)
 
+    def remake(self, node: Node, inputs: tuple, meta: NodeMeta | None = None) -> Node:
+        """`make(node.op, inputs, node.attrs, node.tag)` (see `Builder.remake`).
+
+        A new node gets `meta` (default `cur_meta`): the metadata `make` would give it.
+        """
+        if type(inputs) is not tuple:
+            inputs = tuple(inputs)
+        if _swapped(node.op.name, inputs):
+            inputs = (inputs[1], inputs[0]) + inputs[2:]
+        return Builder.remake(self, node, inputs, self._meta if meta is None else meta)
+
 
 def _swapped(name: str, ins: tuple) -> bool:
-    """Whether the commutative operands of a node (both of add, mul, ...; a and b of muladd(a, b, c)) are out of order."""
-    if len(ins) == 2:
-        return name in _COMMUTATIVE and _order_key(ins[1]) < _order_key(ins[0])
-    return len(ins) == 3 and name == "muladd" and _order_key(ins[1]) < _order_key(ins[0])
+    """Whether the commutative operands of a node (both of add, mul, ...; a and b of muladd(a, b, c)) are out of order.
+
+    The order is that of `_order_key` (splat constants last, otherwise creation order).
+    """
+    k = len(ins)
+    if not ((k == 2 and name in _COMMUTATIVE) or (k == 3 and name == "muladd")):
+        return False
+    a = ins[0]
+    b = ins[1]
+    sa = (a.op is _CONST or a.op is _BCAST) and _splat(a) is not None
+    sb = (b.op is _CONST or b.op is _BCAST) and _splat(b) is not None
+    return sa > sb or (sa == sb and b.id < a.id)
 
 
 def _order_key(x: Node) -> tuple[int, int]:
@@ -186,11 +216,13 @@ class _Run:
     def __init__(self, options: SimplifyOptions, builder: _PassBuilder):
         self.options = options
         self.builder = builder
-        self.readers: dict[int, int] = {}  # id(node) -> readers in the graph being rewritten
+        self.readers: dict[Node, int] = {}  # node -> readers in the graph being rewritten
         self.stats: Counter = Counter()
         self.changes = 0
-        self.stable: set[int] = set()  # ids of nodes on which no rule fired (rewrite pass)
+        self.stable: set[Node] = set()  # nodes on which no rule fired (rewrite pass)
         self.settled: dict[str, tuple] = {}  # stage -> outputs it last left unchanged
+        self.splats: dict[tuple, Node] = {}  # (type, value, sign, dtype, shape) -> splat built by polynomial_pass
+        self.dry_ops: dict[frozenset, int] = {}  # polynomial, atoms by rank -> operations of its Horner form
 
 
 _local = threading.local()
@@ -264,27 +296,40 @@ def _is(x: Node, name: str) -> bool:
 
 def _single(x: Node) -> bool:
     """x has at most one reader: a rule may absorb it without duplicating work."""
-    return _run().readers.get(id(x), 1) <= 1
+    return _run().readers.get(x, 1) <= 1
 
 
-def _is_value(x: Node, v: float) -> bool:
+def _splat_number(x: Node) -> Any:
+    """The value of a numeric (bool, int, float) splat x as a Python number, else None.
+
+    `s.item()` compares like the 0-d array s itself (exactly, for the small
+    integers the rules test) but cheaply.
+    """
+    if x.op is not _CONST and x.op is not _BCAST:
+        return None
     s = _splat(x)
-    return s is not None and s.dtype.kind in "fiub" and bool(s == v) and not (v == 0 and np.signbit(s))
+    return s.item() if s is not None and s.dtype.kind in "fiub" else None
 
 
 def _is_zero(x: Node) -> bool:
+    if x.op is not _CONST and x.op is not _BCAST:
+        return False
     s = _splat(x)
-    return s is not None and s.dtype.kind in "fiub" and bool(s == 0)
+    return s is not None and s.dtype.kind in "fiub" and s.item() == 0
 
 
 def _is_pos_zero(x: Node) -> bool:
+    if x.op is not _CONST and x.op is not _BCAST:
+        return False
     s = _splat(x)
-    return s is not None and s.dtype.kind in "fiub" and bool(s == 0) and not np.signbit(s)
+    return s is not None and s.dtype.kind in "fiub" and s.item() == 0 and not np.signbit(s)
 
 
 def _is_neg_zero(x: Node) -> bool:
+    if x.op is not _CONST and x.op is not _BCAST:
+        return False
     s = _splat(x)
-    return s is not None and s.dtype.kind == "f" and bool(s == 0) and bool(np.signbit(s))
+    return s is not None and s.dtype.kind == "f" and s.item() == 0 and bool(np.signbit(s))
 
 
 def _maybe_neg_zero(x: Node, depth: int = 0) -> bool:
@@ -351,7 +396,8 @@ def rule(*ops: str) -> Callable:
     node); `new_inputs` are its rewritten inputs. A rule returns the
     replacement, built in the current builder (`symgraph.lax` helpers work),
     or None. Generic ("*") rules are tried only at nodes with a constant or
-    `broadcast_to` operand, or whose op has `Op.extra` markers.
+    `broadcast_to` operand, or whose op has `Op.extra` markers (while only the
+    built-in ones are registered, only where one of them can fire: see `_rules_for`).
     """
 
     def deco(fn: Callable) -> Callable:
@@ -478,6 +524,9 @@ def elementwise_of_broadcasts(node: Node, ins: tuple) -> Node | None:
         s = _splat(x)
         new_ins.append(_constant(s, x.dtype, src) if s is not None else x.inputs[0])
     return _broadcast(_run().builder.make(op, new_ins, node.attrs), node.shape)
+
+
+_BUILTIN_GENERIC = (identity_wrapper, fold_constants, fold_splats, elementwise_of_broadcasts)
 
 
 # ----- copies and casts -----
@@ -608,9 +657,10 @@ def mul_one(node: Node, ins: tuple) -> Node | None:
     # x * 1 -> x ;  x * (-1) -> -x
     a, b = ins
     for x, c in ((a, b), (b, a)):
-        if _is_value(c, 1):
+        v = _splat_number(c)
+        if v == 1:
             return x
-        if _is_value(c, -1) and x.dtype.kind in "fi":
+        if v == -1 and x.dtype.kind in "fi":
             return _mk("neg", x)
     return None
 
@@ -672,9 +722,10 @@ def muladd_simple(node: Node, ins: tuple) -> Node | None:
     # muladd(a, b, +0.0) -> a * b when a*b cannot be -0.0 (a is b) ;  muladd(a, 0, c) -> c (assume_finite)
     a, b, c = ins
     for x, y in ((a, b), (b, a)):
-        if _is_value(y, 1):
+        v = _splat_number(y)
+        if v == 1:
             return _mk("add", x, c)
-        if _is_value(y, -1):
+        if v == -1:
             return _mk("sub", c, x)
     fin = _run().options.assume_finite
     if _is_neg_zero(c) or (_is_pos_zero(c) and (fin or a is b)):
@@ -892,15 +943,29 @@ def concat_single(node: Node, ins: tuple) -> Node | None:
 
 def _rules_for(node: Node, ins: tuple) -> tuple:
     """The rules to try at node: RULES[op], after GENERIC_RULES when one of them can apply."""
-    name = node.op.name
-    r = _RULE_CACHE.get(name)
+    op = node.op
+    r = _RULE_CACHE.get(op.name)
     if r is None:
-        r = _RULE_CACHE[name] = (tuple(GENERIC_RULES) + tuple(RULES.get(name, ())), tuple(RULES.get(name, ())))
-    # the generic rules need a constant or broadcast operand, or a wrapper op
+        r = _RULE_CACHE[op.name] = (tuple(GENERIC_RULES) + tuple(RULES.get(op.name, ())),
+                                    tuple(RULES.get(op.name, ())), tuple(GENERIC_RULES) == _BUILTIN_GENERIC)
+    if op.extra:
+        return r[0]  # identity_wrapper (and rules registered later)
+    if r[2]:
+        # only the built-in generic rules: fold_constants and fold_splats need a splat or constant first
+        # operand (matmul and einsum: any operand); elementwise_of_broadcasts needs a broadcast_to operand
+        x = ins[0].op
+        if x is _CONST or x is _BCAST:
+            return r[0]
+        contraction = op.name in ("matmul", "einsum")
+        for x in ins:
+            if x.op is _BCAST or (contraction and x.op is _CONST):
+                return r[0]
+        return r[1]
+    # rules registered later need a constant or broadcast operand
     for x in ins:
         if x.op is _CONST or x.op is _BCAST:
             return r[0]
-    return r[0] if node.op.extra else r[1]
+    return r[1]
 
 
 def _rewrite_node(node: Node, ins: tuple, run: _Run) -> Node:
@@ -910,6 +975,13 @@ def _rewrite_node(node: Node, ins: tuple, run: _Run) -> Node:
     read only op, attrs, shape, dtype and tag from `node`, so nothing is built
     unless no rule fires (then `node` is adopted or rebuilt on `ins`).
     """
+    if node.tag is None and ins:
+        if _swapped(node.op.name, ins):
+            ins = (ins[1], ins[0]) + ins[2:]
+        if not _rules_for(node, ins):  # no rule to try (the common case): what the loop below would do
+            node = run.builder.adopt(node, ins)
+            run.stable.add(node)
+            return node
     stats = run.stats
     built = False
     for _ in range(MAX_LOCAL_STEPS):
@@ -927,7 +999,7 @@ def _rewrite_node(node: Node, ins: tuple, run: _Run) -> Node:
         else:
             if not built:
                 node = run.builder.adopt(node, ins)
-            run.stable.add(id(node))
+            run.stable.add(node)
             return node
     return node if built else run.builder.adopt(node, ins)
 
@@ -940,31 +1012,27 @@ def rewrite_pass(graph: Graph, run: _Run) -> Graph:
     `GENERIC_RULES` and `RULES[op]` until none fires. Reader counts of the
     input graph tell rules which nodes have several readers.
     """
-    # dicts are keyed by id(node): every node stays alive in the builder or the graph
-    # during simplify, and int keys hash without a Python call
     b = run.builder
     order = graph.toposort()
-    count: dict[int, int] = {}
+    count: dict[Node, int] = {}
     for n in order:
         for x in n.inputs:
-            k = id(x)
-            count[k] = count.get(k, 0) + 1
+            count[x] = count.get(x, 0) + 1
     for o in graph.outputs:
-        count[id(o)] = count.get(id(o), 0) + 1
-    readers: dict[int, int] = {}
+        count[o] = count.get(o, 0) + 1
+    readers: dict[Node, int] = {}
     prev_readers = run.readers
     run.readers = readers
     stable = run.stable
-    new: dict[int, Node] = {}
+    new: dict[Node, Node] = {}
     for n in order:
         op = n.op
         if op.name == "input" or (not n.inputs and n.tag is not None):
             r = n
-        elif id(n) in stable and all(new[id(x)] is x and readers.get(id(x)) == prev_readers.get(id(x))
-                                     for x in n.inputs):
+        elif n in stable and all(new[x] is x and readers.get(x) == prev_readers.get(x) for x in n.inputs):
             r = n  # no rule fired here last round and nothing it reads has changed
         else:
-            ins = tuple([new[id(x)] for x in n.inputs])
+            ins = tuple([new[x] for x in n.inputs])
             b.cur_meta = meta(n)
             if op.name == "copy" and _removable_copy_tag(n.tag):
                 r = ins[0]  # copy(x) -> x  (fresh variables of finished transformations)
@@ -982,9 +1050,12 @@ def rewrite_pass(graph: Graph, run: _Run) -> Graph:
                     r = b.adopt(n, ins)
             else:
                 r = _rewrite_node(n, ins, run)
-        new[id(n)] = r
-        readers[id(r)] = readers.get(id(r), 0) + count.get(id(n), 0)
-    return Graph(graph.inputs, [new[id(o)] for o in graph.outputs], graph.in_tree, graph.out_tree, name=graph.name)
+        new[n] = r
+        readers[r] = readers.get(r, 0) + count.get(n, 0)
+    outs = [new[o] for o in graph.outputs]
+    if all(a is o for a, o in zip(outs, graph.outputs)):
+        return graph  # the same nodes: keep the graph (and its topological order)
+    return Graph(graph.inputs, outs, graph.in_tree, graph.out_tree, name=graph.name)
 
 
 # --------------------------------------------------------------------------- polynomial canonicalization
@@ -1003,8 +1074,14 @@ def _mono_mul(m1: tuple, m2: tuple) -> tuple:
         return m2
     if not m2:
         return m1
-    if len(m1) == 1 and len(m2) == 1 and m1[0][0] == m2[0][0]:
-        return ((m1[0][0], m1[0][1] + m2[0][1]),)
+    if len(m1) == 1 and len(m2) > 1:
+        m1, m2 = m2, m1
+    if len(m2) == 1:  # insert one factor into the sorted monomial
+        v, e = m2[0]
+        k = bisect.bisect_left(m1, (v,))
+        if k < len(m1) and m1[k][0] == v:
+            return m1[:k] + ((v, m1[k][1] + e),) + m1[k + 1:]
+        return m1[:k] + m2 + m1[k:]
     d = dict(m1)
     for v, e in m2:
         d[v] = d.get(v, 0) + e
@@ -1040,8 +1117,12 @@ def _degree(p: dict) -> int:
     return max((sum(e for _, e in m) for m in p), default=0)
 
 
-def _bounded_atom(x: Node, bound: dict[int, float]) -> float:
-    """A magnitude bound of x from the bounds of its inputs (keyed by id; inf when unknown)."""
+_SAME_BOUND = frozenset({"neg", "abs", "copy", "stop_gradient", "transpose", "slice", "gather", "unslice",
+                         "broadcast_to", "max", "min"}) | _RESHAPES  # |f(x)| <= max |x|
+
+
+def _bounded_atom(x: Node, bound: dict[Node, float]) -> float:
+    """A magnitude bound of x from the bounds of its inputs (inf when unknown)."""
     name = x.op.name
     if x.dtype.kind != "f":
         return math.inf
@@ -1053,11 +1134,16 @@ def _bounded_atom(x: Node, bound: dict[int, float]) -> float:
         return m if math.isfinite(m) else math.inf
     if not x.inputs:
         return math.inf
-    b = [bound.get(id(i), math.inf) for i in x.inputs]
     if name in _BOUNDED_UNARY:
         return 1.0
-    if name in ("neg", "abs", "copy", "stop_gradient", "transpose", "slice", "gather", "unslice", "broadcast_to",
-                "max", "min") or name in _RESHAPES:
+    b = [bound.get(i, math.inf) for i in x.inputs]
+    if name == "mul":
+        return b[0] * b[1] if b[0] and b[1] else 0.0
+    if name == "add" or name == "sub":
+        return b[0] + b[1]
+    if name == "muladd":
+        return (b[0] * b[1] if b[0] and b[1] else 0.0) + b[2]
+    if name in _SAME_BOUND:
         return b[0]
     if name == "cast":
         src = x.inputs[0].dtype
@@ -1066,12 +1152,6 @@ def _bounded_atom(x: Node, bound: dict[int, float]) -> float:
         if src.kind in "iu":
             return float(np.iinfo(src).max)
         return b[0]
-    if name in ("add", "sub"):
-        return b[0] + b[1]
-    if name == "mul":
-        return b[0] * b[1] if b[0] and b[1] else 0.0
-    if name == "muladd":
-        return (b[0] * b[1] if b[0] and b[1] else 0.0) + b[2]
     if name == "div":
         s = _splat(x.inputs[1])
         return b[0] / abs(float(s)) if s is not None and s != 0 else math.inf
@@ -1124,9 +1204,8 @@ class _DryRun:
         return ("const", c)
 
     def op(self, name: str, a: Any, b: Any = None, c: Any = None) -> Any:
-        if name in ("add", "mul", "muladd") and repr(b) < repr(a):
-            a, b = b, a
-        k = (name, a, b, c)
+        # a and b commute: one key for both orders
+        k = (name, frozenset((a, b)), None, c) if name in ("add", "mul", "muladd") else (name, a, b, c)
         if k not in self.keys:
             self.keys[k] = len(self.keys)
             if not all(x is None or x[0] == "const" for x in (a, b, c)):
@@ -1137,20 +1216,152 @@ class _DryRun:
 class _NodeFactory:
     """Emission factory that builds nodes of one shape and dtype in the pass builder."""
 
-    def __init__(self, atoms: list[Node], new: dict[int, Node], like: Node):
-        self.atoms = atoms  # all atoms of the pass, numbered; `new` maps id(old) -> rewritten node
+    def __init__(self, atoms: list[Node], new: dict[Node, Node], like: Node, run: _Run):
+        self.atoms = atoms  # all atoms of the pass, numbered; `new` maps old node -> rewritten node
         self.new = new
         self.like = like
+        self.builder = run.builder
+        self.splats = run.splats
 
     def atom(self, i: int) -> Node:
         a = self.atoms[i]
-        return self.new.get(id(a), a)
+        return self.new.get(a, a)
 
     def const(self, c: float) -> Node:
-        return _splat_like(c, self.like)
+        like = self.like
+        if not math.isfinite(c):
+            return _splat_like(c, like)
+        # the same value, dtype and shape always interns to the same splat: skip building its key
+        key = (type(c), c, math.copysign(1.0, c), like.dtype, like.shape)
+        memo = self.splats
+        h = memo.get(key)
+        if h is None:
+            h = memo[key] = _splat_like(c, like)
+        return h
 
     def op(self, name: str, a: Node, b: Node | None = None, c: Node | None = None) -> Node:
-        return _mk(name, a) if b is None else _mk(name, a, b) if c is None else _mk(name, a, b, c)
+        ins = (a,) if b is None else (a, b) if c is None else (a, b, c)
+        return self.builder.make(OPS[name], ins)  # as _mk(name, *ins)
+
+
+class _Horner:
+    """The steps of `_emit` for one polynomial: powers of a variable (built once), sums, Horner steps.
+
+    Values are (None, c), the constant c, or (h, s), s * h for a handle h of
+    the factory F and a sign s = +1 or -1.
+    """
+
+    def __init__(self, F: Any):
+        self.F = F
+        self.powers: dict[tuple, Any] = {}
+
+    def power(self, v: int, k: int) -> Any:
+        F = self.F
+        key = (v, k)
+        h = self.powers.get(key)
+        if h is None:
+            if k == 1:
+                h = F.atom(v)
+            else:
+                half = self.power(v, k // 2)
+                h = F.op("mul", half, half)
+                if k % 2:
+                    h = F.op("mul", h, F.atom(v))
+            self.powers[key] = h
+        return h
+
+    def add(self, x: tuple, y: tuple) -> tuple:
+        """x + y."""
+        F = self.F
+        if x[0] is None:
+            x, y = y, x
+        (a, sa), (b, sb) = x, y
+        if a is None:
+            return (None, sa + sb)
+        if b is None:  # sa*a + c
+            if sb == 0:
+                return x
+            if sa > 0:
+                return (F.op("add", a, F.const(sb)), 1) if sb > 0 else (F.op("sub", a, F.const(-sb)), 1)
+            return (F.op("sub", F.const(sb), a), 1)
+        if sa == sb:
+            return (F.op("add", a, b), sa)
+        return (F.op("sub", a, b), 1) if sa > 0 else (F.op("sub", b, a), 1)
+
+    def scale(self, x: tuple, q: Any) -> tuple:
+        """x * q for a power handle q."""
+        F = self.F
+        a, sa = x
+        if a is not None:
+            return (F.op("mul", a, q), sa)
+        if abs(sa) == 1:
+            return (q, sa)
+        return (F.op("mul", q, F.const(sa)), 1)
+
+    def muladd(self, x: tuple, q: Any, y: tuple) -> tuple:
+        """x * q + y for a power handle q: one muladd unless it is a plain add/mul."""
+        F = self.F
+        (a, sa), (b, sb) = x, y
+        if a is None:  # constant sa
+            if abs(sa) == 1:
+                return self.add((q, sa), y)
+            if b is None:
+                return self.scale(x, q) if sb == 0 else (F.op("muladd", q, F.const(sa), F.const(sb)), 1)
+            return (F.op("muladd", q, F.const(sa * sb), b), sb)  # sb*(q*(sa*sb) + b)
+        if b is None:
+            return self.scale(x, q) if sb == 0 else (F.op("muladd", a, q, F.const(sa * sb)), sa)  # sa*(a*q + sa*c)
+        if sa == sb:
+            return (F.op("muladd", a, q, b), sa)
+        return self.add(self.scale(x, q), y)
+
+    def rec(self, q: dict) -> tuple:
+        if not q:
+            return (None, 0.0)
+        if len(q) == 1 and () in q:
+            return (None, q[()])
+        freq: dict[int, int] = {}
+        for m in q:
+            for v, _ in m:
+                freq[v] = freq.get(v, 0) + 1
+        v = -1
+        best = 0
+        for w, f in freq.items():  # the most frequent variable; the lowest index on ties
+            if f > best or (f == best and w < v):
+                v, best = w, f
+        groups: dict[int, dict] = {}
+        for m, c in q.items():
+            e = 0
+            rest = []
+            for w, k in m:
+                if w == v:
+                    e = k
+                else:
+                    rest.append((w, k))
+            groups.setdefault(e, {})[tuple(rest)] = c
+        ks = sorted(groups, reverse=True)
+        acc = self.rec(groups[ks[0]])
+        for i in range(1, len(ks)):
+            acc = self.muladd(acc, self.power(v, ks[i - 1] - ks[i]), self.rec(groups[ks[i]]))
+        if ks[-1] > 0:
+            acc = self.scale(acc, self.power(v, ks[-1]))
+        return acc
+
+
+def _dry_ops(p: dict, memo: dict[frozenset, int]) -> int:
+    """The number of operations `_emit(p, _DryRun())` counts, memoized.
+
+    The count depends on the polynomial and on the order of its atom indices
+    only (Horner picks variables by frequency, then by index), so polynomials
+    equal up to an order-preserving renumbering of atoms share one entry.
+    """
+    rank = {v: i for i, v in enumerate(sorted({v for m in p for v, _ in m}))}
+    key = frozenset((tuple([(rank[v], e) for v, e in m]), c) for m, c in p.items())
+    ops = memo.get(key)
+    if ops is None:
+        dry = _DryRun()
+        _emit(p, dry)
+        ops = memo[key] = dry.ops
+    return ops
 
 
 def _emit(p: dict, F: Any) -> Any:
@@ -1169,94 +1380,7 @@ def _emit(p: dict, F: Any) -> Any:
     monomial (the group without v), so the depth is at most
     MAX_POLY_TERMS + MAX_POLY_DEGREE (112), independent of the graph's depth.
     """
-    powers: dict[tuple, Any] = {}
-
-    def power(v: int, k: int) -> Any:
-        key = (v, k)
-        h = powers.get(key)
-        if h is None:
-            if k == 1:
-                h = F.atom(v)
-            else:
-                half = power(v, k // 2)
-                h = F.op("mul", half, half)
-                if k % 2:
-                    h = F.op("mul", h, F.atom(v))
-            powers[key] = h
-        return h
-
-    # values: (None, c) is the constant c; (h, s) is s * h with s = +1 or -1
-
-    def add(x: tuple, y: tuple) -> tuple:
-        """x + y."""
-        if x[0] is None:
-            x, y = y, x
-        (a, sa), (b, sb) = x, y
-        if a is None:
-            return (None, sa + sb)
-        if b is None:  # sa*a + c
-            if sb == 0:
-                return x
-            if sa > 0:
-                return (F.op("add", a, F.const(sb)), 1) if sb > 0 else (F.op("sub", a, F.const(-sb)), 1)
-            return (F.op("sub", F.const(sb), a), 1)
-        if sa == sb:
-            return (F.op("add", a, b), sa)
-        return (F.op("sub", a, b), 1) if sa > 0 else (F.op("sub", b, a), 1)
-
-    def scale(x: tuple, q: Any) -> tuple:
-        """x * q for a power handle q."""
-        a, sa = x
-        if a is not None:
-            return (F.op("mul", a, q), sa)
-        if abs(sa) == 1:
-            return (q, sa)
-        return (F.op("mul", q, F.const(sa)), 1)
-
-    def muladd(x: tuple, q: Any, y: tuple) -> tuple:
-        """x * q + y for a power handle q: one muladd unless it is a plain add/mul."""
-        (a, sa), (b, sb) = x, y
-        if a is None:  # constant sa
-            if abs(sa) == 1:
-                return add((q, sa), y)
-            if b is None:
-                return scale(x, q) if sb == 0 else (F.op("muladd", q, F.const(sa), F.const(sb)), 1)
-            return (F.op("muladd", q, F.const(sa * sb), b), sb)  # sb*(q*(sa*sb) + b)
-        if b is None:
-            return scale(x, q) if sb == 0 else (F.op("muladd", a, q, F.const(sa * sb)), sa)  # sa*(a*q + sa*c)
-        if sa == sb:
-            return (F.op("muladd", a, q, b), sa)
-        return add(scale(x, q), y)
-
-    def rec(q: dict) -> tuple:
-        if not q:
-            return (None, 0.0)
-        if len(q) == 1 and () in q:
-            return (None, q[()])
-        freq: Counter = Counter()
-        for m in q:
-            for v, _ in m:
-                freq[v] += 1
-        v = min(freq, key=lambda k: (-freq[k], k))
-        groups: dict[int, dict] = {}
-        for m, c in q.items():
-            e = 0
-            rest = []
-            for w, k in m:
-                if w == v:
-                    e = k
-                else:
-                    rest.append((w, k))
-            groups.setdefault(e, {})[tuple(rest)] = c
-        ks = sorted(groups, reverse=True)
-        acc = rec(groups[ks[0]])
-        for i in range(1, len(ks)):
-            acc = muladd(acc, power(v, ks[i - 1] - ks[i]), rec(groups[ks[i]]))
-        if ks[-1] > 0:
-            acc = scale(acc, power(v, ks[-1]))
-        return acc
-
-    h, s = rec(p)
+    h, s = _Horner(F).rec(p)
     if h is None:
         return F.const(s)
     return F.op("neg", h) if s < 0 else h
@@ -1281,81 +1405,107 @@ def polynomial_pass(graph: Graph, run: _Run) -> Graph:
     if not run.options.reassociate:
         return graph
     order = graph.toposort()
-    # dicts keyed by id(node), as in rewrite_pass
-    role = {id(n): _poly_role(n) for n in order}
-    if not any(role.values()):
+    role: dict[Node, int] = {}  # the region candidates (nodes keyed by identity, as everywhere here)
+    for n in order:
+        r = _poly_role(n)
+        if r:
+            role[n] = r
+    if not role:
         return graph
-    outs = {id(o) for o in graph.outputs}
-    rd: dict[int, list[Node]] = {}
+    outs = set(graph.outputs)
+    rd: dict[Node, list[Node]] = {}  # readers of the region candidates
     for n in order:
         for x in n.inputs:
-            rd.setdefault(id(x), []).append(n)
+            if x in role:
+                lst = rd.get(x)
+                if lst is None:
+                    rd[x] = [n]
+                else:
+                    lst.append(n)
     # ownership: the root each region node's value flows to (reverse topological order)
-    owner: dict[int, Node] = {}
-    size: Counter = Counter()
+    owner: dict[Node, Node] = {}
+    size: dict[Node, int] = {}
     for n in reversed(order):
-        k = id(n)
-        if not role[k]:
+        if n not in role:
             continue
-        readers = rd.get(k, ())
+        readers = rd.get(n)
         o: Node | None = None
-        if k in outs or not readers or any(not role[id(r)] for r in readers):
+        if n in outs or not readers:
             o = n
         else:
             for r in readers:
-                ro = owner[id(r)]
+                if r not in role:
+                    o = n  # read outside the region
+                    break
+                ro = owner[r]
                 if o is None:
                     o = ro
                 elif o is not ro:
-                    o = n
+                    o = n  # read by two regions
                     break
-        owner[k] = o  # type: ignore[assignment]
-        size[id(o)] += 1
+        owner[n] = o  # type: ignore[assignment]
+        size[o] = size.get(o, 0) + 1  # type: ignore[index]
+    if all(k == 1 for k in size.values()):
+        return graph  # only regions of one node: nothing to rewrite
     fin = run.options.assume_finite
-    bound: dict[int, float] = {}
-    for n in order:
-        bound[id(n)] = _bounded_atom(n, bound)
+    bound: dict[Node, float] = {}
+    if not fin:  # with assume_finite no bound is read
+        for n in order:
+            bound[n] = _bounded_atom(n, bound)
     # polynomials of region nodes (forward order); atoms numbered per pass
-    atom_ix: dict[int, int] = {}
+    atom_ix: dict[Node, int] = {}
     atoms: list[Node] = []
-    poly: dict[int, dict | None] = {}
+    poly: dict[Node, dict | None] = {}
+    deg: dict[Node, int] = {}  # an upper bound of each polynomial's total degree
+    limits: dict[np.dtype, float] = {}
 
-    def leaf(x: Node, lim: float) -> dict | None:
-        s = _splat(x)
-        if s is not None and s.dtype.kind == "f" and np.isfinite(s):
-            return _poly_const(float(s))
-        k = id(x)
-        if role[k] and owner[k] is not x:
-            return poly[k]
-        if not fin and not bound[k] < lim:
-            return None
-        i = atom_ix.get(k)
+    def leaf(x: Node, lim: float) -> tuple[dict | None, int]:
+        s = _splat(x) if x.op is _CONST or x.op is _BCAST else None
+        if s is not None and s.dtype.kind == "f" and (math.isfinite(s) if s.dtype.itemsize <= 8 else np.isfinite(s)):
+            return _poly_const(float(s)), 0
+        if x in role and owner[x] is not x:
+            return poly[x], deg.get(x, 0)
+        if not fin and not bound[x] < lim:
+            return None, 0
+        i = atom_ix.get(x)
         if i is None:
-            i = atom_ix[k] = len(atoms)
+            i = atom_ix[x] = len(atoms)
             atoms.append(x)
-        return {((i, 1),): 1.0}
+        return {((i, 1),): 1.0}, 1
 
     for n in order:
-        if not role[id(n)]:
+        if n not in role:
             continue
-        lim = _limit(n.dtype)
-        ps = [leaf(x, lim) for x in n.inputs]
-        if any(p is None for p in ps):
-            poly[id(n)] = None
+        lim = limits.get(n.dtype)
+        if lim is None:
+            lim = limits[n.dtype] = _limit(n.dtype)
+        ls = [leaf(x, lim) for x in n.inputs]  # every input: atoms are numbered in this order
+        if size[owner[n]] == 1:
+            poly[n] = None  # a region of one node is never rewritten (its atoms are numbered all the same)
+            continue
+        ps, ds = zip(*ls)
+        if None in ps:
+            poly[n] = None
             continue
         name = n.op.name
         if name == "add":
             p = _padd(ps[0], ps[1])
+            d = max(ds)
         elif name == "sub":
             p = _padd(ps[0], ps[1], -1.0)
+            d = max(ds)
         elif name == "neg":
             p = _pscale(ps[0], -1.0)
+            d = ds[0]
         elif name == "mul":
             p = _pmul(ps[0], ps[1])
+            d = ds[0] + ds[1]
         elif name == "muladd":
             p = _padd(_pmul(ps[0], ps[1]), ps[2])
+            d = max(ds[0] + ds[1], ds[2])
         elif name == "div":
             p = _pscale(ps[0], 1.0 / float(_splat(n.inputs[1])))
+            d = ds[0]
         else:  # pow
             k = int(_splat(n.inputs[1]))
             p = ps[0]
@@ -1363,34 +1513,38 @@ def polynomial_pass(graph: Graph, run: _Run) -> Graph:
                 p = _pmul(p, ps[0])
                 if len(p) > MAX_POLY_TERMS:
                     break
-        if len(p) > MAX_POLY_TERMS or _degree(p) > MAX_POLY_DEGREE:
+            d = ds[0] * k
+        if d > MAX_POLY_DEGREE:
+            d = _degree(p)  # the bound is too high: the exact degree decides
+        if len(p) > MAX_POLY_TERMS or d > MAX_POLY_DEGREE:
             p = None
-        poly[id(n)] = p
+        poly[n] = p
+        deg[n] = d
     # accept roots whose Horner form is cheaper
     b = run.builder
-    new: dict[int, Node] = {}
+    new: dict[Node, Node] = {}
     for n in order:
-        k = id(n)
         ins = n.inputs
-        if role[k] and owner[k] is n and poly[k] is not None and size[k] > 1:
-            p = poly[k]
-            dry = _DryRun()
-            _emit(p, dry)
-            if dry.ops < size[k] and _safe_region(n, p, owner, role, bound, atom_ix, atoms, fin):
+        if n in role and owner[n] is n and poly[n] is not None and size[n] > 1:
+            p = poly[n]
+            if _dry_ops(p, run.dry_ops) < size[n] and _safe_region(n, p, owner, role, bound, atom_ix, atoms, fin):
                 b.cur_meta = meta(n)
-                h = _emit(p, _NodeFactory(atoms, new, n))
-                new[k] = h
+                h = _emit(p, _NodeFactory(atoms, new, n, run))
+                new[n] = h
                 run.stats["polynomial"] += 1
                 run.changes += 1
                 continue
         if not new:
             continue
-        nins = tuple([new.get(id(x), x) for x in ins])
-        if all(a is x for a, x in zip(nins, ins)):
-            continue
-        b.cur_meta = meta(n)
-        new[k] = b.make(n.op, nins, n.attrs, n.tag)
-    return Graph(graph.inputs, [new.get(id(o), o) for o in graph.outputs], graph.in_tree, graph.out_tree,
+        for x in ins:
+            if new.get(x, x) is not x:
+                break
+        else:
+            continue  # reads nothing rewritten
+        new[n] = b.remake(n, tuple([new.get(x, x) for x in ins]), meta(n))
+    if not new:
+        return graph  # no root rewritten
+    return Graph(graph.inputs, [new.get(o, o) for o in graph.outputs], graph.in_tree, graph.out_tree,
                  name=graph.name)
 
 
@@ -1406,20 +1560,19 @@ def _safe_region(root: Node, p: dict, owner: dict, role: dict, bound: dict, atom
     lim = _limit(root.dtype)
     used: set[int] = set()
     stack = [root]
-    seen = {id(root)}
+    seen = {root}
     while stack:
         n = stack.pop()
-        if not bound[id(n)] < lim:
+        if not bound[n] < lim:
             return False
         for x in n.inputs:
-            k = id(x)
-            if k in seen:
+            if x in seen:
                 continue
-            seen.add(k)
-            if role[k] and owner[k] is root:
+            seen.add(x)
+            if x in role and owner[x] is root:
                 stack.append(x)
-            elif k in atom_ix:
-                used.add(atom_ix[k])
+            elif x in atom_ix:
+                used.add(atom_ix[x])
     kept = {v for m in p for v, _ in m}
     if not used <= kept:
         return False
@@ -1427,7 +1580,7 @@ def _safe_region(root: Node, p: dict, owner: dict, role: dict, bound: dict, atom
     for m, c in p.items():
         t = abs(c)
         for v, e in m:
-            t *= max(1.0, bound[id(atoms[v])]) ** e
+            t *= max(1.0, bound[atoms[v]]) ** e
         total += t
     return total < lim
 
@@ -1514,14 +1667,19 @@ def simplify(graph: Graph, *, reassociate: bool = True, assume_finite: bool = Fa
                     _dump(f"simplify.{it}.{name}", g, on_stage)
                 if run.changes == 0:
                     break
+        if g is graph:  # nothing changed: still a new Graph (same inputs, outputs and trees)
+            g = Graph(graph.inputs, graph.outputs, graph.in_tree, graph.out_tree, name=graph.name)
+        if stats is not None:
+            stats.update(run.stats)
+            stats["rounds"] = rounds
+            stats["seconds"] = time.perf_counter() - t0
+            stats["nodes_in"] = len(graph)
+            stats["nodes_out"] = len(g)
     finally:
         _local.run = prev
+        # Drop the intermediate nodes (builder table, rounds' state) while the collector is still
+        # off: only the result survives, so the collection that follows scans that alone.
+        run = pb = None  # type: ignore[assignment]
         if gc_was_enabled:
             gc.enable()
-    if stats is not None:
-        stats.update(run.stats)
-        stats["rounds"] = rounds
-        stats["seconds"] = time.perf_counter() - t0
-        stats["nodes_in"] = len(graph)
-        stats["nodes_out"] = len(g)
     return g
