@@ -90,6 +90,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         "loop_kernels": sum(1 for k in kinds if k.startswith("loop")),
         "gemm_kernels": kinds.count("gemm"),
         "parallel_kernels": info["parallel"],
+        "concurrent_gemms": info["concurrent_gemms"],
         "kernel_functions": info["kernel_functions"],
         "threads": info["threads"],
         "blas_threads": info.get("blas_threads"),

@@ -53,6 +53,13 @@ MAX_KERNEL_COST = 1024
 #: lets LLVM share work that a cut recomputes (sin(x) in the value and the gradient) and merge
 #: sin/cos of one argument into one sincos call.
 MAX_SCALAR_KERNEL_COST = 32768
+#: Products run side by side (`_Partitioner.pair_gemms`): each of at least this many flops (and no
+#: dimension under PAIR_MIN_DIM), the larger
+#: at most PAIR_MAX_RATIO times the smaller, the later one within PAIR_LOOKAHEAD kernels.
+PAIR_MIN_FLOPS = 1 << 20
+PAIR_MIN_DIM = 32  # and m, n, k all at least this
+PAIR_MAX_RATIO = 2
+PAIR_LOOKAHEAD = 8
 
 
 def kernel_cost_cap(size: int) -> int:
@@ -332,6 +339,7 @@ class Kernel:
     domain: tuple[int, ...]
     red_axes: frozenset
     tasks: list[Task] = field(default_factory=list)
+    concurrent: bool = False        # gemm kernels: the tasks are independent and may run at the same time
 
     @property
     def nodes(self) -> list[Node]:
@@ -925,6 +933,11 @@ class _Partitioner:
             if extra:
                 M |= extra
                 continue
+            kernels = self.pair_gemms(kernels, donated)
+            producer = {}
+            for ki, k in enumerate(kernels):
+                for t in k.tasks:
+                    producer[t.node] = ki  # the last kernel writing it (concatenate pieces: the last piece)
             readers: dict[Node, list[int]] = {}
             first_write: dict[Node, int] = {}
             for ki, k in enumerate(kernels):
@@ -1286,6 +1299,99 @@ class _Partitioner:
                         store_off[(chosen, t.node)] = t.offset
         # concatenate: all pieces must run before readers; producer = last piece's kernel (kept above)
         return kernels, producer
+
+    # -- concurrent products --
+
+    def _kernel_rw(self, k: Kernel) -> tuple[set, set]:
+        reads: set = set()
+        for t in k.tasks:
+            reads |= self.task_reads(t)
+        return reads, {t.node for t in k.tasks}
+
+    def pair_gemms(self, kernels: list[Kernel], donated: dict[int, int]) -> list[Kernel]:
+        """Run independent products of similar size at the same time, one per core.
+
+        The backward sweep of a dense layer has two products of the same size that
+        do not depend on each other: the input gradient ``g @ W.T`` and the weight
+        gradient ``x.T @ g`` (often fused into the update, accumulating into a copy of
+        ``W``). Split across cores one after the other, each pays the split's overhead
+        (both threads pack the whole shared operand); run side by side, each is one
+        single-threaded BLAS call. For every single-product kernel, a later one within
+        `PAIR_LOOKAHEAD` kernels with at most `PAIR_MAX_RATIO` times its flops (or
+        conversely) is moved up beside it when nothing in between writes what it reads
+        or reads or writes what it writes; the loop kernel that fills its accumulator
+        (``W`` copied into the output) moves in front of the pair on the same
+        conditions. Donated outputs are never moved. The pair becomes one kernel with
+        ``concurrent=True`` (one step of the buffer plan: nothing one product reads
+        shares memory with what the other writes); `program.build_module` runs its
+        products on the thread pool, or one after the other without a pool.
+        """
+        if not self.blas:
+            return kernels
+        donated_nodes = {self.graph.outputs[k] for k in donated}
+
+        def single_gemm(k: Kernel) -> Task | None:
+            if k.kind != "gemm" or k.concurrent or len(k.tasks) != 1:
+                return None
+            return k.tasks[0]
+
+        def flops(t: Task) -> int:
+            a, b = t.gemm.get("mm", t.node).inputs
+            if min(a.shape[-2], a.shape[-1], b.shape[-1]) < PAIR_MIN_DIM:
+                return 0  # a thin product (k = 10: dz @ W.T of a classifier layer) is memory-bound
+            return 2 * t.node.size * a.shape[-1]
+
+        out = list(kernels)
+        i = 0
+        while i < len(out):
+            ti = single_gemm(out[i])
+            if ti is None or flops(ti) < PAIR_MIN_FLOPS:
+                i += 1
+                continue
+            ri, wi = self._kernel_rw(out[i])
+            for j in range(i + 1, min(len(out), i + 1 + PAIR_LOOKAHEAD)):
+                tj = single_gemm(out[j])
+                if tj is None or tj.node in donated_nodes:
+                    continue
+                fi, fj = flops(ti), flops(tj)
+                if max(fi, fj) > PAIR_MAX_RATIO * min(fi, fj):
+                    continue
+                moved = [j]
+                if tj.gemm.get("beta"):
+                    # the accumulator's last writer before j must be before i, or a loop kernel that moves too
+                    pk = max((x for x in range(j) if tj.node in self._kernel_rw(out[x])[1]), default=-1)
+                    if pk > i:
+                        if out[pk].kind != "loop" or {t.node for t in out[pk].tasks} != {tj.node}:
+                            continue
+                        moved = [pk, j]
+                    elif pk == i:
+                        continue
+                mr: set = set()
+                mw: set = set()
+                for x in moved:
+                    r, w = self._kernel_rw(out[x])
+                    mr |= r
+                    mw |= w
+                if mw & donated_nodes:
+                    continue
+                between_r: set = set()
+                between_w: set = set()
+                for x in range(i, j):
+                    if x in moved:
+                        continue
+                    r, w = self._kernel_rw(out[x])
+                    between_r |= r
+                    between_w |= w
+                if mr & between_w or mw & (between_r | between_w):
+                    continue
+                pair = Kernel("gemm", out[i].domain, out[i].red_axes, [ti, tj], concurrent=True)
+                rest = [out[x] for x in range(i + 1, j) if x not in moved]
+                pre = [out[moved[0]]] if len(moved) == 2 else []
+                out = out[:i] + pre + [pair] + rest + out[j + 1:]
+                i += len(pre)
+                break
+            i += 1
+        return out
 
     # -- refinement: materialize expensive values shared by kernels or broadcast along loops --
 

@@ -405,7 +405,7 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
 
     pthread_create = pthread_join = None
     thunks: dict[str, ir.Function] = {}  # kernel function name -> its thread routine
-    info = {"kernels": [], "parallel": 0, "threads": nthreads, "profile": profile,
+    info = {"kernels": [], "parallel": 0, "concurrent_gemms": 0, "threads": nthreads, "profile": profile,
             "kernel_functions": len(shared), "loop_kernel_calls": len(emitters)}
     nk = len(prog.kernels)
     prof = None
@@ -432,6 +432,12 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     def emit_kernel_call(ki: int, k: Kernel) -> None:
         nonlocal pthread_create, pthread_join
         if k.kind == "gemm":
+            if k.concurrent and _emit_gemm_pair(cx, ab, k.tasks, str(ki), lambda node: ptr_of_ref(ref[node]), blas,
+                                                nthreads):
+                info["parallel"] += 1
+                info["concurrent_gemms"] += 1
+                info["kernels"].append("gemm")
+                return
             for ti, t in enumerate(k.tasks):
                 # large products: pieces of C on the thread pool (joined before the next kernel)
                 if _emit_gemm_split(cx, ab, t, f"{ki}_{ti}", lambda node: ptr_of_ref(ref[node]), blas, nthreads):
@@ -599,6 +605,18 @@ def _emit_gemm_split(cx: L.LoweringContext, ab: ir.IRBuilder, task: Any, label: 
     if pool is None:
         return False
     axis, ranges = split
+    fn, bases = _gemm_piece_fn(cx, task, label, blas, axis)
+    rows = [[ptr_of(x) for x in bases] + [ir.Constant(L.I64, lo), ir.Constant(L.I64, hi)] for lo, hi in ranges]
+    _run_on_pool(cx.builder, ab, pool, fn, rows, nthreads, f"gctx{label}")
+    return True
+
+
+def _gemm_piece_fn(cx: L.LoweringContext, task: Any, label: str, blas: dict, axis: str) -> tuple[ir.Function, list]:
+    """`ptr gemm_piece_<label>(ptr ctx)`: the product of `task` on rows (axis "m") or columns ("n") [lo, hi) of C.
+
+    The context holds 8-byte fields: the A, B and C base pointers (of the nodes
+    returned, in that order), lo and hi (`lower.emit_gemm`'s piece numbering).
+    """
     bases = [task.gemm["a"]["base"], task.gemm["b"]["base"], task.node]
     fn = ir.Function(cx.module, ir.FunctionType(L.PTR, [L.PTR]), f"gemm_piece_{label}")
     fn.linkage = "internal"
@@ -616,8 +634,43 @@ def _emit_gemm_split(cx: L.LoweringContext, ab: ir.IRBuilder, task: Any, label: 
     finally:
         cx.builder = outer
     fb.ret(ir.Constant(L.PTR, None))
-    rows = [[ptr_of(x) for x in bases] + [ir.Constant(L.I64, lo), ir.Constant(L.I64, hi)] for lo, hi in ranges]
-    _run_on_pool(outer, ab, pool, fn, rows, nthreads, f"gctx{label}")
+    return fn, bases
+
+
+def _emit_gemm_pair(cx: L.LoweringContext, ab: ir.IRBuilder, tasks: list, label: str, ptr_of: Any, blas: dict,
+                    nthreads: int) -> bool:
+    """Emit two independent products (`fuse.Kernel.concurrent`) as two pool pieces, one whole product each.
+
+    A dispatcher `gemm_pair_<label>(ctx)` reads the piece's index from the first
+    context field and runs that product's piece function (`_gemm_piece_fn`, over
+    all of C) on the rest. False (nothing emitted) without a pool, with
+    SYMGRAPH_BLAS_THREADS > 1, or for a batched product.
+    """
+    from .runtime import blas_threads
+
+    pool = _pool_fn(cx, nthreads) if blas_threads() == 1 and len(tasks) == 2 else None
+    if pool is None or any(t.node.ndim != 2 for t in tasks):
+        return False
+    pieces = []
+    for ti, t in enumerate(tasks):
+        fn, bases = _gemm_piece_fn(cx, t, f"{label}_{ti}", blas, "m")
+        pieces.append((fn, bases, t.node.shape[0]))
+    disp = ir.Function(cx.module, ir.FunctionType(L.PTR, [L.PTR]), f"gemm_pair_{label}")
+    disp.linkage = "internal"
+    disp.attributes.add("nounwind")
+    db = ir.IRBuilder(disp.append_basic_block("entry"))
+    ctx = disp.args[0]
+    which = db.load(ctx, typ=L.I64)
+    rest = db.gep(ctx, [ir.Constant(L.I64, 1)], source_etype=L.I64)
+    with db.if_else(db.icmp_signed("==", which, ir.Constant(L.I64, 0))) as (first, second):
+        with first:
+            db.call(pieces[0][0], [rest])
+        with second:
+            db.call(pieces[1][0], [rest])
+    db.ret(ir.Constant(L.PTR, None))
+    rows = [[ir.Constant(L.I64, ti)] + [ptr_of(x) for x in bases] + [ir.Constant(L.I64, 0), ir.Constant(L.I64, m)]
+            for ti, (_fn, bases, m) in enumerate(pieces)]
+    _run_on_pool(cx.builder, ab, pool, disp, rows, nthreads, f"pairctx{label}")
     return True
 
 

@@ -415,7 +415,8 @@ class CompiledFunction:
         the LLVM backend arena_bytes, call_bytes (what one call holds: the
         arena plus the fresh output arrays, allocated before the call, bytes;
         the honest peak, `peak_bytes` counts each output from its first
-        write), kernel kinds, kernel_functions (distinct native loop
+        write), kernel kinds, concurrent_gemms (pairs of independent
+        products run side by side), kernel_functions (distinct native loop
         functions; equal kernels share one) and cache information.
         """
         return self._current().stats

@@ -202,6 +202,66 @@ def test_blas_threads_setting_disables_gemm_pieces(monkeypatch):
     np.testing.assert_allclose(e.run([a, b])[0], a @ b, rtol=1e-10, atol=1e-10)
 
 
+@needs_blas
+@needs_pool
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_independent_products_of_a_layer_run_side_by_side(dt):
+    """A dense layer's input gradient g @ W.T and weight gradient x.T @ g (fused into the update) become one
+    concurrent kernel with 2 threads; values equal NumPy and the 1-thread program to rounding, and are
+    bitwise reproducible; with donated (in-place) parameters too. Thin products (k = 10) are not paired."""
+    from codegen import fuse
+    from symgraph.passes.schedule import schedule
+
+    rng = np.random.default_rng(12)
+    x, w1, w2 = (rng.standard_normal(s).astype(dt) for s in ((128, 96), (96, 160), (160, 64)))
+
+    def step(w1, w2, x):
+        def loss(w1, w2):
+            return np.sum(np.tanh(np.tanh(x @ w1) @ w2) ** 2)
+        g1, g2 = sg.grad(loss, argnums=(0, 1))(w1, w2)
+        return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+    def ref(w1, w2, x):
+        h1 = np.tanh(x @ w1)
+        h2 = np.tanh(h1 @ w2)
+        d2 = 2 * h2 * (1 - h2 * h2)
+        d1 = (d2 @ w2.T) * (1 - h1 * h1)
+        return w1 - 0.1 * (x.T @ d1), w2 - 0.1 * (h1.T @ d2)
+
+    tol = 2e-4 if dt == np.float32 else 1e-11
+    want = ref(*(a.astype(np.float64) for a in (w1, w2, x)))
+    e1 = compiled(step, w1, w2, x, nthreads=1)
+    e2 = compiled(step, w1, w2, x, nthreads=2)
+    assert e2.stats["concurrent_gemms"] == 1 and e1.stats["concurrent_gemms"] == 0
+    r1, r2 = e1.run([w1, w2, x]), e2.run([w1, w2, x])
+    for got, one, w in zip(r2, r1, want):
+        scale = np.abs(w).max()
+        assert np.abs(got.astype(np.float64) - w).max() <= tol * scale
+        assert np.abs(got.astype(np.float64) - one).max() <= tol * scale
+    for a, b in zip(r2, e2.run([w1, w2, x])):
+        np.testing.assert_array_equal(a, b)
+    # the pair is one step of the buffer plan, and what the moved product reads is computed before it
+    g = sg.simplify(sg.trace(step, w1, w2, x))
+    prog = fuse.partition(g, schedule(g), blas=True)
+    pairs = [ki for ki, k in enumerate(prog.kernels) if k.concurrent]
+    assert len(pairs) == 1 and all(t.kind == "gemm" for t in prog.kernels[pairs[0]].tasks)
+    for t in prog.kernels[pairs[0]].tasks:
+        for m in (t.gemm["a"]["base"], t.gemm["b"]["base"]):
+            assert prog.producer.get(m, -1) < pairs[0]
+    # a thin product is not paired
+    x10 = rng.standard_normal((128, 10)).astype(dt)
+    thin = compiled(lambda w, x: sg.grad(lambda w: np.sum(np.tanh(x @ w)))(w), w1[:10, :], x10, nthreads=2)
+    assert thin.stats["concurrent_gemms"] == 0
+    # donated parameters: the in-place updates run after every product that reads them, the pair still forms
+    donated = codegen.compile_graph(g, nthreads=2, donate=frozenset({0, 1}))
+    assert donated.stats["concurrent_gemms"] == 1 and donated.stats["donated_outputs"] == 2
+    w1c, w2c = w1.copy(), w2.copy()
+    out = donated.run([w1c, w2c, x])
+    assert out[0] is w1c and out[1] is w2c
+    for got, w in zip(out, r2):
+        np.testing.assert_allclose(got, w, rtol=tol, atol=tol * np.abs(w).max())
+
+
 # ----- loop kernels on the pool -----
 
 
