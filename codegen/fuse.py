@@ -1016,6 +1016,23 @@ class _Partitioner:
                     if x.size:
                         tasks.append(self.piece_task(b, n, x, axis, off, pi, M))
                     off += x.shape[axis]
+            elif self.strided_pieces(n, M) is not None:
+                # a sum of unslices with one step s along one axis, one per residue mod s (the transpose
+                # of x[0::2], x[1::2]): one loop over the pieces' common shape stores every residue
+                # (an interleaved store LLVM vectorizes), instead of index tests at every element
+                axis, step, pieces = self.strided_pieces(n, M)
+                have = dict(pieces)
+                for r in range(step):
+                    cnt = len(range(r, n.shape[axis], step))
+                    x = have.get(r)
+                    shape = tuple(cnt if j == axis else d for j, d in enumerate(n.shape))
+                    idx = domain_vars(shape)
+                    oidx = tuple(a.scale(step) + r if j == axis else a for j, a in enumerate(idx))
+                    if x is None:
+                        v = Expr.const(0, n.dtype)
+                    else:  # + 0.0 as in the sum with the other pieces' zeros: -0.0 becomes +0.0
+                        v = Expr.make("add", (b.value(x, idx), Expr.const(0, n.dtype)), (), n.dtype)
+                    tasks.append(Task("store", n, shape, frozenset(), v, _offset(n, oidx), piece=r, pieced=True))
             elif self.pad_pieces(n, M) is not None:
                 # a sum of zero-padded blocks along one axis (the transpose of slicing): one store per
                 # block and zeros in the gaps, instead of index tests and gathers at every element
@@ -1069,6 +1086,51 @@ class _Partitioner:
         oidx = tuple(a + start if j == axis else a for j, a in enumerate(xidx))
         return Task("store", n, y.shape, frozenset(), b.value(y, idx), _offset(n, oidx), piece=pi, pieced=True)
 
+    @staticmethod
+    def _unslice_leaves(n: Node, M: set) -> list | None:
+        """The unslices n is a sum of (at least two; fused adds and unslices of n's shape and dtype), or None."""
+        if n.op.name != "add" or n.dtype.kind != "f":
+            return None
+        leaves: list = []
+        stack = [n]
+        while stack:
+            x = stack.pop()
+            if x.op.name == "add" and (x is n or (x not in M and x.op.kind == "elementwise")) \
+                    and x.shape == n.shape and x.dtype == n.dtype:
+                stack.extend(x.inputs)
+            elif x.op.name == "unslice" and x is not n and x not in M and x.shape == n.shape:
+                leaves.append(x)
+            else:
+                return None
+        return leaves if len(leaves) >= 2 else None
+
+    def strided_pieces(self, n: Node, M: set) -> tuple[int, int, list] | None:
+        """(axis, step, [(residue, piece), ...]) when n is a sum of unslices along one axis, all with one
+        step > 1, each from its residue (< step) to the end, distinct residues, every other axis whole.
+
+        The inner adds and the unslices must be fused values (not materialized) of n's shape and dtype.
+        """
+        leaves = self._unslice_leaves(n, M) if n.size else None
+        if leaves is None:
+            return None
+        axis = step = None
+        pieces: dict[int, Node] = {}
+        for u in leaves:
+            p = u.params
+            bad = [j for j, (s0, e0, st) in enumerate(zip(p["starts"], p["stops"], p["steps"]))
+                   if not (st == 1 and s0 == 0 and e0 == n.shape[j])]
+            if len(bad) != 1:
+                return None
+            j = bad[0]
+            s0, st, length = p["starts"][j], p["steps"][j], n.shape[j]
+            if st <= 1 or (axis is not None and (j != axis or st != step)) or not 0 <= s0 < st or s0 in pieces:
+                return None
+            if u.inputs[0].shape[j] != len(range(s0, length, st)):
+                return None
+            axis, step = j, st
+            pieces[s0] = u.inputs[0]
+        return axis, step, sorted(pieces.items(), key=lambda t: t[0])
+
     def pad_pieces(self, n: Node, M: set) -> tuple[int, list] | None:
         """(axis, [(start, block), ...]) when n is a sum of unit-step unslices of disjoint blocks along one axis.
 
@@ -1078,40 +1140,29 @@ class _Partitioner:
         if n in memo:
             return memo[n]
         res = None
-        if n.op.name == "add" and n.dtype.kind == "f":
-            leaves: list = []
-            stack = [n]
+        leaves = self._unslice_leaves(n, M)
+        if leaves is not None:
             ok = True
-            while stack and ok:
-                x = stack.pop()
-                if x.op.name == "add" and (x is n or (x not in M and x.op.kind == "elementwise")) \
-                        and x.shape == n.shape and x.dtype == n.dtype:
-                    stack.extend(x.inputs)
-                elif x.op.name == "unslice" and x is not n and x not in M and x.shape == n.shape:
-                    leaves.append(x)
-                else:
+            axis = None
+            pieces = []
+            for u in leaves:
+                p = u.params
+                bad = [j for j, (s0, e0, st) in enumerate(zip(p["starts"], p["stops"], p["steps"]))
+                       if not (st == 1 and s0 == 0 and e0 == n.shape[j])]
+                if len(bad) != 1 or p["steps"][bad[0]] != 1 or (axis is not None and bad[0] != axis):
                     ok = False
-            if ok and len(leaves) >= 2:
-                axis = None
-                pieces = []
-                for u in leaves:
-                    p = u.params
-                    bad = [j for j, (s0, e0, st) in enumerate(zip(p["starts"], p["stops"], p["steps"]))
-                           if not (st == 1 and s0 == 0 and e0 == n.shape[j])]
-                    if len(bad) != 1 or p["steps"][bad[0]] != 1 or (axis is not None and bad[0] != axis):
+                    break
+                axis = bad[0]
+                pieces.append((p["starts"][axis], u.inputs[0]))
+            if ok:
+                pieces.sort(key=lambda t: t[0])
+                end = 0
+                for s0, x in pieces:
+                    if s0 < end or x.shape[axis] == 0:
                         ok = False
-                        break
-                    axis = bad[0]
-                    pieces.append((p["starts"][axis], u.inputs[0]))
-                if ok:
-                    pieces.sort(key=lambda t: t[0])
-                    end = 0
-                    for s0, x in pieces:
-                        if s0 < end or x.shape[axis] == 0:
-                            ok = False
-                        end = s0 + x.shape[axis]
-                    if ok and end <= n.shape[axis]:
-                        res = (axis, pieces)
+                    end = s0 + x.shape[axis]
+                if ok and end <= n.shape[axis]:
+                    res = (axis, pieces)
         memo[n] = res
         return res
 

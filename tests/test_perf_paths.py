@@ -200,6 +200,44 @@ def test_sliced_blocks_gradient_is_stored_piecewise(dtype):
 
 
 @DTYPES
+@pytest.mark.parametrize("case", ["rosenbrock", "step3_gap", "axis0_odd"])
+def test_strided_slices_gradient_is_one_interleaved_loop(dtype, case):
+    """The gradient of x[0::2], x[1::2] (Rosenbrock's HVP at n = 1e6: 3.8 ms -> 0.4 ms) is stored residue by
+    residue from one loop (bitwise as the evaluator for arithmetic, -0.0 included); a residue no slice reads is
+    zero."""
+    rng = np.random.default_rng(15)
+    if case == "rosenbrock":
+        x = _rand(rng, (1000,), dtype)
+        x[2] = -0.0
+
+        def f(x):
+            a, b = x[0::2], x[1::2]
+            return np.sum(100.0 * (b - a * a) ** 2 + (1.0 - a) ** 2)
+
+        fn, args, step, axis = sg.grad(f), (x,), 2, 0
+    elif case == "step3_gap":  # residues 0 and 2 of step 3 along the last axis, length 10 (4, 3 and 3 elements)
+        x = _rand(rng, (5, 10), dtype)
+        fn, args, step, axis = sg.grad(lambda x: np.sum(np.sin(x[:, 0::3])) + np.sum(x[:, 2::3] ** 2)), (x,), 3, 1
+    else:  # along axis 0, odd length: 4 and 3 rows
+        x = _rand(rng, (7, 6), dtype)
+        fn, args, step, axis = sg.grad(lambda x: np.sum(np.tanh(x[0::2]) * x[0::2]) + np.sum(np.exp(x[1::2]))), \
+            (x,), 2, 0
+    cf = check(fn, *args, rtol=_tol(dtype) * 4)
+    if case == "rosenbrock":  # arithmetic only: bitwise the evaluator's values
+        want = sg.compile(fn, backend="numpy")(*args)
+        np.testing.assert_array_equal(cf(*args), want)
+        np.testing.assert_array_equal(np.signbit(cf(*args)), np.signbit(want))
+    prog = program(cf)
+    out = cf.graph.outputs[0]
+    pieces = [(ki, t) for ki, k in enumerate(prog.kernels) for t in k.tasks if t.node is out]
+    assert len(pieces) == step and all(t.pieced for _, t in pieces)
+    n = x.shape[axis]
+    assert sorted(t.domain[axis] for _, t in pieces) == sorted(len(range(r, n, step)) for r in range(step))
+    same = [t for _, t in pieces if t.domain == pieces[0][1].domain]
+    assert len({ki for ki, t in pieces if t in same}) == 1  # equal-length residues share one loop
+
+
+@DTYPES
 def test_attention_style_heads_gradient(dtype):
     """q, k, v sliced from one activation, split into heads and transposed (the W6 block)."""
     rng = np.random.default_rng(6)
