@@ -649,8 +649,9 @@ class _Ops:
 
 
 def _exp_reduce(o: _Ops, x, lo, hi):
-    """x -> (k, r) with x = k ln2 + r, |r| <= ln2/2 (Cody-Waite, Cephes exp). Clamps x to [lo, hi]."""
-    xc = o.clamp(x, lo, hi)
+    """x -> (k, r) with x = k ln2 + r, |r| <= ln2/2 (Cody-Waite, Cephes exp). Clamps x to [lo, hi]
+    (to [lo, x] with hi None: x is known not to be above hi)."""
+    xc = o.clamp(x, lo, hi) if hi is not None else o.sel(o.cmp("<", x, o.c(lo)), o.c(lo), x)
     nf, k = o.round_shift(o.mul(xc, o.c(_LOG2E)))
     c1, c2 = _LN2_F64 if o.f64 else _LN2_F32
     r = o.sub(o.sub(xc, o.mul(nf, o.c(c1))), o.mul(nf, o.c(c2)))
@@ -669,12 +670,19 @@ def _poly_exp(o: _Ops, x):
     return o.scale2(p, k)  # NaN stays NaN; clamped +big -> inf, -big -> 0
 
 
-def _expm1_core(o: _Ops, x):
-    """expm1 without the signed-zero fix: 2**k (e**r - 1) + (2**k - 1) (fdlibm s_expm1.c scheme)."""
+def _expm1_core(o: _Ops, x, nonpositive: bool = False):
+    """expm1 without the signed-zero fix: 2**k (e**r - 1) + (2**k - 1) (fdlibm s_expm1.c scheme).
+
+    With `nonpositive` (x <= 0 or NaN, as tanh's -2|x|) k <= 0: the large-k branch and the upper clamp
+    are left out, the same values with ~14 fewer operations (W2's tanh kernels 15% faster).
+    """
     lo, hi = (-45.0, 710.0) if o.f64 else (-20.0, 89.0)
     kbig = 56 if o.f64 else 25
-    k, r = _exp_reduce(o, x, lo, hi)
+    k, r = _exp_reduce(o, x, lo, None if nonpositive else hi)
     q = o.fma(o.mul(r, r), o.poly(r, _EXPM1_F64 if o.f64 else _EXPM1_F32), r)  # e**r - 1
+    if nonpositive:
+        s = o.pow2(k)
+        return o.fma(s, q, o.sub(s, o.c(1.0)))
     big = o.scale2(o.add(q, o.c(1.0)), k)  # k > kbig: the -1 is below half an ulp
     s = o.pow2(o.sel(o.icmp(">", k, o.ci(kbig)), o.ci(kbig), k))
     small = o.fma(s, q, o.sub(s, o.c(1.0)))
@@ -741,7 +749,7 @@ def _poly_log1p(o: _Ops, x):
 
 def _poly_tanh(o: _Ops, x):
     """tanh = -t/(t+2), t = expm1(-2|x|), sign restored (fdlibm s_tanh.c); tanh(+-inf) = +-1."""
-    t = _expm1_core(o, o.mul(o.c(-2.0), o.abs(x)))
+    t = _expm1_core(o, o.mul(o.c(-2.0), o.abs(x)), nonpositive=True)
     return o.copysign(o.div(o.neg(t), o.add(t, o.c(2.0))), x)
 
 
