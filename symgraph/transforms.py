@@ -295,6 +295,10 @@ def _vjp_inline(f: Callable, primals: tuple, cotangent: Any, fname: str):
         shp = c.shape if isinstance(c, Node) else np.shape(c)
         if tuple(shp) != o.shape:
             raise ShapeError(f"{fname}: cotangent {i} has shape {tuple(shp)}, the output has shape {o.shape}")
+        cd = c.dtype if isinstance(c, Node) else (None if type(c) in (float, int) else np.asarray(c).dtype)
+        if cd is not None and o.dtype.kind == "f" and cd != o.dtype:
+            raise DTypeError(f"{fname}: cotangent {i} has dtype {cd}, the output has dtype {o.dtype}; a cotangent "
+                             f"must have its output's dtype (cast it with .astype(np.{o.dtype}))")
         cnodes.append(L.cast(L.asnode(c), o.dtype))
     flat = [x for leaves in fl for x in leaves]
     cts = vjp_nodes(ol, cnodes, flat)
@@ -314,7 +318,8 @@ def vjp(f: Callable, *primals: Any) -> tuple[Any, Callable]:
         cotangent per primal (Jᵀ @ cotangent), cotangent shaped like out.
 
     Raises:
-        DTypeError: an integer or bool primal.
+        DTypeError: an integer or bool primal, or a cotangent array whose dtype is not the
+            output's (a Python float takes the output's dtype), as `jvp` for tangents.
         ShapeError: a cotangent whose shape differs from the output.
     """
     fname = f"vjp({getattr(f, '__name__', 'f')})"
@@ -330,6 +335,12 @@ def vjp(f: Callable, *primals: Any) -> tuple[Any, Callable]:
     def pullback(ct: Any) -> tuple:
         if _any_traced(ct):
             return _vjp_inline(f, primals, ct, fname)
+        cl, ctree = tree_flatten(ct)
+        ol, otree = tree_flatten(out)
+        if ctree == otree:  # a Python float cotangent takes its output's dtype (it would trace as float64)
+            cl = [np.asarray(c, dtype=np.asarray(o).dtype) if type(c) in (float, int) and np.asarray(o).dtype.kind
+                  == "f" else c for c, o in zip(cl, ol)]
+            ct = tree_unflatten(ctree, cl)
         return _run(lambda p, c: _vjp_inline(f, p, c, fname), (tuple(primals), ct), fname)
 
     return out, pullback

@@ -916,3 +916,21 @@ def test_donate_argnums_in_range_still_donates(backend):
     r = cf(a, b)
     np.testing.assert_array_equal(r, 3.0)
     assert r is a
+
+
+def test_vjp_cotangent_dtype_must_match_the_output():
+    """As jvp's tangents: a cotangent array of another dtype is refused (it used to be cast silently); a
+    Python float takes the output's dtype; matching cotangents give J^T u in the primal's dtype."""
+    x = np.array([0.3, -1.2, 2.0])
+    for dt, other in ((np.float32, np.float64), (np.float64, np.float32)):
+        out, pb = sg.vjp(np.sin, x.astype(dt))
+        with pytest.raises(sg.DTypeError, match=f"cotangent 0 has dtype {np.dtype(other)}.*output has dtype "
+                                             f"{np.dtype(dt)}"):
+            pb(np.ones(3, other))
+        (g,) = pb(np.full(3, 2.0, dt))
+        assert g.dtype == dt
+        np.testing.assert_allclose(g, 2 * np.cos(x), rtol=1e-6 if dt == np.float32 else 1e-15)
+        out, pb = sg.vjp(lambda v: np.sum(v * v), x.astype(dt))
+        (g,) = pb(1.0)
+        assert g.dtype == dt
+        np.testing.assert_allclose(g, 2 * x, rtol=1e-6)
