@@ -1233,7 +1233,7 @@ class _Partitioner:
                     continue
                 for t in kk.tasks:
                     if t.kind == "gemm":
-                        unsafe |= x in (t.gemm["a"]["base"], t.gemm["b"]["base"])
+                        unsafe |= x is t.gemm["a"]["base"] or x is t.gemm["b"]["base"]
                         continue
                     for e in self.task_loads(t):
                         if e.attrs[0] is x and (ki > ko or e.args[0] != off):

@@ -231,7 +231,9 @@ class CompiledFunction:
         self._lock = threading.RLock()
         self._last: _Signature | None = None
         self._last_key: tuple | None = None
-        functools.update_wrapper(self, fn)
+        # name, doc and __wrapped__ only: the __dict__ of a wrapper of another CompiledFunction (sg.grad of
+        # it, functools.wraps) holds that one's fn and caches, which would replace this one's
+        functools.update_wrapper(self, fn, updated=())
 
     # ----- calling -----
 

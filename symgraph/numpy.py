@@ -294,8 +294,14 @@ def minimum(x: Any, y: Any) -> Any:
     return L.binary("minimum", x, y)
 
 
-fmax = maximum
-fmin = minimum
+def fmax(x: Any, y: Any) -> Any:
+    """Elementwise max ignoring NaN (NumPy's fmax: the other operand when one is NaN, NaN when both are)."""
+    return where(isnan(y), x, where(isnan(x), y, maximum(x, y)))
+
+
+def fmin(x: Any, y: Any) -> Any:
+    """Elementwise min ignoring NaN (NumPy's fmin: the other operand when one is NaN, NaN when both are)."""
+    return where(isnan(y), x, where(isnan(x), y, minimum(x, y)))
 
 
 def _cmp(name: str, doc: str):
@@ -846,10 +852,45 @@ class linalg:  # noqa: N801  (mirrors np.linalg)
 
 
 def _bool_only(name: str, fn: Any, *xs: Any) -> Any:
-    """`&`, `|`, `~` between a NumPy bool array and a traced bool: the logical op (bool operands only)."""
+    """`&`, `|`, `^`, `~` of bool operands (traced or not): the logical op; other dtypes raise."""
     if any(L.result_dtype(x).kind != "b" for x in xs):
-        raise UnsupportedOpError(f"np.{name} of non-bool traced values is not supported (only of bool masks)")
+        dts = ", ".join(str(L.result_dtype(x)) for x in xs)
+        raise UnsupportedOpError(f"np.{name} of {dts} values is not supported: symgraph has no integer bit "
+                                 f"operations (&, |, ^ and ~ work on bool masks)")
     return fn(*xs)
+
+
+def bitwise_and(x: Any, y: Any) -> Any:
+    """`x & y` of bool arrays (logical and). Integer bit operations are not supported (UnsupportedOpError)."""
+    return _bool_only("bitwise_and", logical_and, x, y)
+
+
+def bitwise_or(x: Any, y: Any) -> Any:
+    """`x | y` of bool arrays (logical or). Integer bit operations are not supported (UnsupportedOpError)."""
+    return _bool_only("bitwise_or", logical_or, x, y)
+
+
+def bitwise_xor(x: Any, y: Any) -> Any:
+    """`x ^ y` of bool arrays (x != y). Integer bit operations are not supported (UnsupportedOpError)."""
+    return _bool_only("bitwise_xor", not_equal, x, y)
+
+
+def invert(x: Any) -> Any:
+    """`~x` of a bool array (logical not). Integer bit operations are not supported (UnsupportedOpError)."""
+    return _bool_only("invert", logical_not, x)
+
+
+def _no_shift(name: str):
+    def fn(x: Any, y: Any) -> Any:
+        raise UnsupportedOpError(f"np.{name} (<< and >>) of traced values is not supported: symgraph has no "
+                                 f"integer bit operations")
+
+    fn.__name__ = name
+    return fn
+
+
+left_shift = _no_shift("left_shift")
+right_shift = _no_shift("right_shift")
 
 
 UFUNCS = {
@@ -858,13 +899,12 @@ UFUNCS = {
     "positive": positive, "absolute": abs, "sign": sign, "exp": exp, "log": log, "log1p": log1p,
     "expm1": expm1, "log2": log2, "log10": log10, "exp2": exp2, "sqrt": sqrt, "square": square,
     "reciprocal": reciprocal, "sin": sin, "cos": cos, "tan": tan, "tanh": tanh, "sinh": sinh, "cosh": cosh,
-    "maximum": maximum, "minimum": minimum, "fmax": maximum, "fmin": minimum, "less": less,
+    "maximum": maximum, "minimum": minimum, "fmax": fmax, "fmin": fmin, "less": less,
     "less_equal": less_equal, "greater": greater, "greater_equal": greater_equal, "equal": equal,
     "not_equal": not_equal, "logical_and": logical_and, "logical_or": logical_or, "logical_not": logical_not,
     "isnan": isnan, "floor": floor, "matmul": matmul, "logaddexp": logaddexp,
-    "bitwise_and": lambda x, y: _bool_only("bitwise_and", logical_and, x, y),
-    "bitwise_or": lambda x, y: _bool_only("bitwise_or", logical_or, x, y),
-    "invert": lambda x: _bool_only("invert", logical_not, x),
+    "bitwise_and": bitwise_and, "bitwise_or": bitwise_or, "bitwise_xor": bitwise_xor, "invert": invert,
+    "left_shift": left_shift, "right_shift": right_shift,
 }
 
 FUNCTIONS = {

@@ -290,7 +290,7 @@ _BINOPS = {
     "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide", "pow": "power",
     "matmul": "matmul", "floordiv": "floor_divide", "mod": "remainder",
     "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal", "eq": "equal", "ne": "not_equal",
-    "and": "logical_and", "or": "logical_or",
+    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift", "rshift": "right_shift",
 }
 for _py, _fn in _BINOPS.items():
     setattr(Node, f"__{_py}__", _binop(_fn))
@@ -300,7 +300,7 @@ for _py, _fn in _BINOPS.items():
 Node.__neg__ = lambda self: _snp().negative(self)  # type: ignore[method-assign]
 Node.__pos__ = lambda self: self  # type: ignore[method-assign]
 Node.__abs__ = lambda self: _snp().abs(self)  # type: ignore[method-assign]
-Node.__invert__ = lambda self: _snp().logical_not(self)  # type: ignore[method-assign]
+Node.__invert__ = lambda self: _snp().invert(self)  # type: ignore[method-assign]
 
 
 def _conversion_error(what: str, fix: str) -> Callable:

@@ -295,3 +295,58 @@ def test_llvm_fast_call_path_is_taken():
                 ({"w": np.ones((4, 3)).T}, np.ones(4), 1.0), ({"v": np.ones((3, 4))}, np.ones(4), 1.0),
                 ([np.ones((3, 4))], np.ones(4), 1.0), ({"w": np.ones((3, 4))}, np.ones(4))):
         assert fast(bad) is MISS
+
+
+# ----- found by the new-user trial (session 3) -----
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+def test_compiling_a_transform_of_a_compiled_function_compiles_the_transform(backend):
+    """sg.compile(sg.grad(sg.compile(f))) is the gradient (it returned f(x): functools.update_wrapper copied
+    the inner CompiledFunction's fn and caches out of the grad wrapper's __dict__); so is a user's
+    functools.wraps wrapper of a compiled function."""
+    import functools
+
+    f = lambda x: np.sum(np.tanh(x) ** 3)  # noqa: E731
+    x = np.array([0.3, -1.0, 2.0])
+    inner = sg.compile(f, backend=backend)
+    g = sg.compile(sg.grad(inner), backend=backend)
+    np.testing.assert_allclose(g(x), 3 * np.tanh(x) ** 2 * (1 - np.tanh(x) ** 2), rtol=1e-12)
+    np.testing.assert_allclose(inner(x), f(x), rtol=1e-15)  # the inner one still computes f
+    h = sg.compile(sg.hessian(inner), backend=backend)
+    assert h(x).shape == (3, 3)
+
+    @functools.wraps(inner)
+    def twice(x):
+        return 2 * inner(x)
+
+    np.testing.assert_allclose(sg.compile(twice, backend=backend)(x), 2 * f(x), rtol=1e-15)
+
+
+def test_donated_outputs_with_products_after_them():
+    """A product read after a donated output's kernel (b @ b, tanh(a) @ b) compiled: the donation check compared
+    nodes with `in` (Node.__eq__ builds a traced eq) and raised TracerConversionError."""
+    A = np.arange(64.0).reshape(8, 8) / 64
+    B = np.eye(8) + 0.5
+    out = sg.compile(lambda a, b: (a * 2, b @ b), donate_argnums=(0, 1))(A.copy(), B.copy())
+    np.testing.assert_allclose(out[0], A * 2)
+    np.testing.assert_allclose(out[1], B @ B)
+    a = A.copy()
+    out = sg.compile(lambda a, b: (np.tanh(a), np.tanh(a) @ b), donate_argnums=(0,))(a, B)
+    np.testing.assert_allclose(out[0], np.tanh(A))
+    np.testing.assert_allclose(out[1], np.tanh(A) @ B)
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+def test_fmax_fmin_ignore_nan_as_numpy(backend):
+    a = np.array([1.0, np.nan, np.nan, 3.0, -0.0, np.inf])
+    b = np.array([np.nan, 2.0, np.nan, 1.0, 0.0, np.nan])
+    for name in ("fmax", "fmin"):
+        fn = getattr(np, name)
+        got = sg.compile(fn, backend=backend)(a, b)
+        np.testing.assert_array_equal(got, fn(a, b))
+        got = sg.compile(lambda a, b: fn(a, b), backend=backend)(a.astype(np.float32), b.astype(np.float32))
+        np.testing.assert_array_equal(got, fn(a, b).astype(np.float32))
+    # the derivative goes to the operand taken
+    g = sg.grad(lambda a: np.sum(np.fmax(a, b)))(np.array([1.0, 5.0, 0.0, 3.0, 1.0, 2.0]))
+    np.testing.assert_array_equal(g, [1.0, 1.0, 1.0, 1.0, 1.0, 1.0])

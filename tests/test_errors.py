@@ -934,3 +934,20 @@ def test_vjp_cotangent_dtype_must_match_the_output():
         (g,) = pb(1.0)
         assert g.dtype == dt
         np.testing.assert_allclose(g, 2 * x, rtol=1e-6)
+
+
+def test_bit_operators_work_on_bool_masks_and_refuse_integers():
+    """&, |, ^, ~ of traced integers used to cast to bool silently ((a & 6) gave True); now they raise a
+    SymgraphError at the user's line, as np.bitwise_and does; << and >> raise it too (they raised TypeError).
+    Bool masks keep working."""
+    a = np.array([1, 2, 3, 12], np.int32)
+    for f in (lambda a: a & 6, lambda a: a | 1, lambda a: a ^ 1, lambda a: ~a, lambda a: a << 1,
+              lambda a: a >> 1, lambda a: 6 & a):
+        with pytest.raises(sg.UnsupportedOpError, match="bit operations") as ei:
+            sg.compile(f)(a)
+        assert "test_errors.py" in str(ei.value)
+    x = np.array([1.0, 2.0, -1.0, 0.5])
+    f = lambda x: ((x > 0) & (x < 1.5)) | (~(x > 1) ^ (x < 0))  # noqa: E731
+    np.testing.assert_array_equal(sg.compile(f)(x), f(x))
+    np.testing.assert_array_equal(sg.compile(lambda x: np.array([True, False, True, False]) & (x > 0))(x),
+                                  np.array([True, False, False, False]))

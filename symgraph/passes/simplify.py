@@ -692,11 +692,15 @@ def mul_neg(node: Node, ins: tuple) -> Node | None:
 
 
 def _combinable(c1: float, c2: float) -> bool:
-    """(x*c1)*c2 == x*(c1*c2) up to rounding, with the same overflow/underflow behaviour."""
+    """(x*c1)*c2 == x*(c1*c2) up to rounding, with the same overflow/underflow behaviour.
+
+    Both factors must scale the same way (both |c| >= 1 or both <= 1): (x*2)*0.5 overflows at
+    x = 1e308 where x does not, even though both are powers of two.
+    """
     a1, a2 = abs(c1), abs(c2)
     if not (math.isfinite(a1) and math.isfinite(a2)) or a1 == 0 or a2 == 0:
         return False
-    return (a1 >= 1 and a2 >= 1) or (a1 <= 1 and a2 <= 1) or math.log2(a1).is_integer() or math.log2(a2).is_integer()
+    return (a1 >= 1 and a2 >= 1) or (a1 <= 1 and a2 <= 1)
 
 
 @rule("mul")
