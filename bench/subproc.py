@@ -138,6 +138,11 @@ def child_main(argv: list[str]) -> int:
     return 0
 
 
+#: Seconds `run_variant` waits before starting a child (full runs / --quick).
+SETTLE_SECONDS = 1.0
+SETTLE_SECONDS_QUICK = 0.05
+
+
 def run_variant(module: str, system: str, variant: str, cfg: dict, compare, timeout: float) -> dict:
     """Run one variant in a fresh child and return its report.
 
@@ -154,6 +159,11 @@ def run_variant(module: str, system: str, variant: str, cfg: dict, compare, time
         and the child's figures (see the module docstring).
     """
     import tempfile
+    # Let the machine settle first: the previous child's and this process's library thread pools (OpenMP,
+    # OpenBLAS, XLA) spin on after their last call. Without the pause about a third of W2's fresh
+    # processes ran with the second core taken (every system, 1.5-2x slower; symgraph 1.63 ms
+    # instead of 0.76 ms); with it, 3 of 3 processes per system agreed within 2%.
+    time.sleep(SETTLE_SECONDS_QUICK if cfg.get("quick") else SETTLE_SECONDS)
     with tempfile.TemporaryDirectory(prefix="bench-") as outdir:
         cmd = [sys.executable, "-m", "bench.subproc", module, system, variant, json.dumps(cfg), outdir]
         env = dict(os.environ)

@@ -45,7 +45,7 @@ _MODULE = "bench.w4_checkpoint"  # the children import this module by name (also
 TITLE = "checkpointing: 64-layer tanh chain, width 256, batch 4096, float32, grad w.r.t. every W_i"
 
 FULL = {"L": 64, "width": 256, "batch": 4096, "reps": 5, "seg": 8, "budgets": [0.5, 0.25, 0.1875], "snapshots": 4}
-QUICK = {"L": 8, "width": 64, "batch": 256, "reps": 3, "seg": 3, "budgets": [1.0], "snapshots": 2}
+QUICK = {"L": 8, "width": 64, "batch": 256, "reps": 3, "seg": 3, "budgets": [1.0], "snapshots": 2, "quick": True}
 
 
 def _budget_bytes(cfg: dict, frac: float) -> int:

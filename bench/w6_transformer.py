@@ -50,7 +50,7 @@ from .harness import Row, Settings, System, Table, WorkloadResult, compare, fmt_
 TITLE = "transformer training step (2 layers, 4 heads, width 128, context 64, batch 16, float32, AdamW)"
 
 FULL = {"layers": 2, "heads": 4, "d": 128, "T": 64, "B": 16, "p_drop": 0.1, "reps": 10}
-QUICK = {"layers": 2, "heads": 4, "d": 32, "T": 16, "B": 4, "p_drop": 0.1, "reps": 3}
+QUICK = {"layers": 2, "heads": 4, "d": 32, "T": 16, "B": 4, "p_drop": 0.1, "reps": 3, "quick": True}
 LR, BETA1, BETA2, EPS, WD = 1e-3, 0.9, 0.999, 1e-8, 0.01
 LN_EPS = 1e-5
 GELU_C = math.sqrt(2.0 / math.pi)
