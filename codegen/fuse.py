@@ -1410,7 +1410,7 @@ class _Partitioner:
                 moved = [j]
                 if tj.gemm.get("beta"):
                     # the accumulator's last writer before j must be before i, or a loop kernel that moves too
-                    pk = max((x for x in range(j) if tj.node in self._kernel_rw(out[x])[1]), default=-1)
+                    pk = next((x for x in range(j - 1, i - 1, -1) if tj.node in self._kernel_rw(out[x])[1]), -1)
                     if pk > i:
                         if out[pk].kind != "loop" or {t.node for t in out[pk].tasks} != {tj.node}:
                             continue
