@@ -302,6 +302,7 @@ def matmul(a: Any, b: Any) -> Any:
     a = cast(a, dtype)
     b = cast(b, dtype)
     sa, sb = _shape_of(a), _shape_of(b)
+    user_sa, user_sb = sa, sb  # for error messages: the shapes as given, before vectors are promoted
     va, vb = len(sa) == 1, len(sb) == 1
     if va:
         a = reshape(a, (1, sa[0]))
@@ -316,7 +317,8 @@ def matmul(a: Any, b: Any) -> Any:
         out = reshape(out, sa[:-1] + (sb[-1],))
         return reshape(out, sa[:-1]) if vb else out
     if sa[-1] != sb[-2]:
-        raise ShapeError(f"matmul: contracted dimensions differ: {sa[-1]} (operand 0 shape {sa}) vs {sb[-2]} (operand 1 shape {sb})")
+        raise ShapeError(f"matmul: contracted dimensions differ: {sa[-1]} (operand 0 shape {user_sa}) vs {sb[-2]} "
+                         f"(operand 1 shape {user_sb})")
     batch = broadcast_shapes(sa[:-2], sb[:-2], op="matmul")
     a = broadcast_to(a, batch + sa[-2:])
     b = broadcast_to(b, batch + sb[-2:])

@@ -951,3 +951,11 @@ def test_bit_operators_work_on_bool_masks_and_refuse_integers():
     np.testing.assert_array_equal(sg.compile(f)(x), f(x))
     np.testing.assert_array_equal(sg.compile(lambda x: np.array([True, False, True, False]) & (x > 0))(x),
                                   np.array([True, False, False, False]))
+
+
+def test_matmul_shape_error_shows_the_shapes_as_given():
+    """A vector operand is promoted to a matrix inside matmul; the message used to show (1, 10) for a (10,) vector."""
+    with pytest.raises(sg.ShapeError, match=r"10 \(operand 0 shape \(10,\)\) vs 64 \(operand 1 shape \(64, 10\)\)"):
+        sg.trace(lambda a, b: a @ b, np.ones(10), np.ones((64, 10)))
+    with pytest.raises(sg.ShapeError, match=r"operand 1 shape \(4,\)"):
+        sg.trace(lambda a, b: a @ b, np.ones((3, 10)), np.ones(4))
