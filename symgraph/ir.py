@@ -79,7 +79,7 @@ def _set_meta(node: "Node", m: NodeMeta) -> None:
 
 
 def set_meta(node: "Node", m: NodeMeta) -> None:
-    """Replace a node's side-table metadata (passes use it to carry location and role)."""
+    """Replace a node's metadata (passes use it to carry location and role)."""
     object.__setattr__(node, "_meta", m)
 
 
@@ -102,7 +102,7 @@ def set_build_context(location: SourceLocation | None, role_name: str) -> tuple:
 
 
 def meta(node: "Node") -> NodeMeta:
-    """The side-table metadata of a node (source location, role)."""
+    """The metadata of a node (source location, role), kept out of its identity."""
     m = node._meta
     return _DEFAULT_META if m is None else m
 

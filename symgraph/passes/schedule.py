@@ -41,7 +41,7 @@ def regions(order: Sequence[Node]) -> dict[Node, str]:
     """Split nodes into regions: "S" source, "F" forward, "B" backward, "R" recomputed.
 
     A node is "S" when its op is a source (input, constant); "R" when its
-    side-table role is "recomputed"; "B" when its role is "backward" or it
+    metadata role is "recomputed"; "B" when its role is "backward" or it
     reads a "B" or "R" node; otherwise "F" (role "forward" or another role).
 
     Args:
