@@ -207,7 +207,10 @@ def exp2(x: Any) -> Any:
     powers of two are exact (pow of 2 to an integer is exact on both
     backends). Scaling in two halves keeps the intermediate finite and rounds
     once into the subnormal range. x is clamped to [-1200, 1200] first, so
-    exp2(inf) = inf and exp2(-inf) = 0 (NaN stays NaN).
+    exp2(inf) = inf and exp2(-inf) = 0 (NaN stays NaN). Shape of x; float32
+    stays float32, integers become float64. Accuracy (tests/test_ops.py):
+    within 1 ulp of NumPy in float64, 4 ulp in float32. The reduction to
+    [0, 1) and exact scaling by 2**n follow Cody & Waite (1980), ch. 6.
     """
     x = minimum(maximum(L.to_float(x), -1200.0), 1200.0)
     n = floor(x)
@@ -307,12 +310,18 @@ def minimum(x: Any, y: Any) -> Any:
 
 
 def fmax(x: Any, y: Any) -> Any:
-    """Elementwise max ignoring NaN (NumPy's fmax: the other operand when one is NaN, NaN when both are)."""
+    """Elementwise max ignoring NaN (NumPy's fmax: the other operand when one is NaN, NaN when both are).
+
+    Operands broadcast and promote as in `maximum`; the derivative goes to the operand taken.
+    """
     return where(isnan(y), x, where(isnan(x), y, maximum(x, y)))
 
 
 def fmin(x: Any, y: Any) -> Any:
-    """Elementwise min ignoring NaN (NumPy's fmin: the other operand when one is NaN, NaN when both are)."""
+    """Elementwise min ignoring NaN (NumPy's fmin: the other operand when one is NaN, NaN when both are).
+
+    Operands broadcast and promote as in `minimum`; the derivative goes to the operand taken.
+    """
     return where(isnan(y), x, where(isnan(x), y, minimum(x, y)))
 
 
