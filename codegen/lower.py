@@ -557,7 +557,13 @@ def has_emitter(op_name: str, kind: str) -> bool:
 
 
 class Reducer:
-    """How a reduction accumulates: acc_dtype(out dtype), identity, combine(acc, v)."""
+    """How a reduction accumulates: acc_dtype(out dtype), identity, combine(cx, acc, v, dtype, ordered=False).
+
+    `combine` marks float sums and products `reassoc` so that loops of them
+    vectorize; ``ordered=True`` leaves the association as written (the
+    combination of per-chunk partial results, which must not depend on how
+    LLVM rewrites it).
+    """
 
     def __init__(self, acc_dtype: Callable, identity: Callable, combine: Callable):
         self.acc_dtype = acc_dtype
@@ -568,26 +574,26 @@ class Reducer:
 _REASSOC = ("reassoc",)
 
 
-def _sum_combine(cx, acc, v, dtype):
+def _sum_combine(cx, acc, v, dtype, ordered=False):
     b = cx.builder
     if _is_float(dtype):
-        return b.fadd(acc, v, flags=_REASSOC)
+        return b.fadd(acc, v, flags=() if ordered else _REASSOC)
     if dtype.kind == "b":
         return b.or_(acc, v)
     return b.add(acc, v)
 
 
-def _prod_combine(cx, acc, v, dtype):
+def _prod_combine(cx, acc, v, dtype, ordered=False):
     b = cx.builder
     if _is_float(dtype):
-        return b.fmul(acc, v, flags=_REASSOC)
+        return b.fmul(acc, v, flags=() if ordered else _REASSOC)
     if dtype.kind == "b":
         return b.and_(acc, v)
     return b.mul(acc, v)
 
 
 def _extreme_combine(greater: bool):
-    def combine(cx, acc, v, dtype):
+    def combine(cx, acc, v, dtype, ordered=False):  # exact in any order: `ordered` changes nothing
         b = cx.builder
         if _is_float(dtype):
             # NaN-propagating max/min (llvm.maximum), vectorizable as a reduction
@@ -664,6 +670,10 @@ class LoopPlan:
             loop: each thread accumulates its rows into its own vectors of
             partial results (the `partial` argument: per reduction, the
             inner trip count of 8-byte slots), which the caller combines.
+        chunks: None, or the fixed ranges of the outer loop that a reduction
+            kernel always runs as, one call each, whatever the thread count
+            (`program._decide_chunks`); with `partials` or `row_partials`
+            each range has its own partial results, combined in range order.
     """
 
     def __init__(self, kernel: Kernel):
@@ -693,6 +703,7 @@ class LoopPlan:
         self.parallel = False
         self.partials = False
         self.row_partials = False
+        self.chunks: list[tuple[int, int]] | None = None
 
 
 class KernelEmitter:
@@ -1153,31 +1164,39 @@ def emit_gemm(cx: LoweringContext, task: Task, ptr_of: Callable[[Any], ir.Value]
 #: about 1-3 us when the workers are awake, a 2*256*256*10 product takes ~15 us).
 GEMM_PAR_MIN_FLOPS = 1 << 20
 #: Rows (columns) per piece are rounded up to a multiple of this (OpenBLAS's
-#: micro-kernel tiles), and no piece is made smaller.
+#: micro-kernel tiles).
 GEMM_PIECE_ALIGN = 16
+#: A product cut inside its matrices becomes at most this many pieces (the most threads
+#: `program.num_threads` uses), of at least `GEMM_ATOM_MIN` rows (columns) each, on any thread count.
+GEMM_ATOMS = 8
+GEMM_ATOM_MIN = 64
 
 
 def gemm_pieces(task: Task, nthreads: int) -> tuple[str, list[tuple[int, int]]] | None:
-    """How to split a gemm task across threads: (axis, [(lo, hi)]) in `emit_gemm`'s numbering, or None.
+    """The pieces a gemm task runs as: (axis, [(lo, hi)]) in `emit_gemm`'s numbering, or None (one call).
 
-    The split is static (it depends on the shapes and `nthreads` only), so
-    results do not depend on which thread runs which piece. Pieces cut C
-    along the larger of m and n (m on ties), over the batch-major flattening
-    of the batch: whole batch elements per piece when the batch divides
-    evenly (or is large), else rows spanning batch elements. A product of
-    fewer than `GEMM_PAR_MIN_FLOPS` flops, or without room for two pieces of
-    `GEMM_PIECE_ALIGN` rows, is not split.
+    OpenBLAS picks its kernels by shape (a small block of rows takes another
+    path than the whole matrix), so a piece of C is not always bitwise the
+    same as those rows of the whole product. The BLAS calls of a product
+    therefore never depend on the thread count: a product cut inside its
+    matrices is always cut into the same pieces, a power of two up to
+    `GEMM_ATOMS` of at least `GEMM_ATOM_MIN` rows (columns), starting on multiples of
+    `GEMM_PIECE_ALIGN`, along the larger of m and n (m on ties), over the
+    batch-major flattening of the batch; `program` runs them on the thread
+    pool, or one after the other. A batch of at least `GEMM_ATOMS` matrices
+    is one call per matrix however it is grouped, so it is grouped by whole
+    matrices into `nthreads` pieces (none on one thread). A product of fewer
+    than `GEMM_PAR_MIN_FLOPS` flops, or without room for two pieces, is one
+    call.
 
     Args:
         task: a gemm task (`fuse.Task` of kind "gemm").
-        nthreads: threads available (1: never split).
+        nthreads: threads available (groups whole matrices of a large batch only).
 
     Returns:
-        None, or the axis ("m" or "n") and 2..nthreads half-open ranges
+        None, or the axis ("m" or "n") and two or more half-open ranges
         covering [0, batch * extent).
     """
-    if nthreads <= 1:
-        return None
     mm = task.gemm.get("mm", task.node)
     a_in, b_in = mm.inputs
     *batch, m, k = a_in.shape
@@ -1187,10 +1206,16 @@ def gemm_pieces(task: Task, nthreads: int) -> tuple[str, list[tuple[int, int]]] 
         return None
     axis, ext = ("m", m) if m >= n else ("n", n)
     total = nb * ext
-    if nb > 1 and (nb % nthreads == 0 or nb >= 4 * nthreads):
+    if nb >= GEMM_ATOMS:
+        if nthreads <= 1:
+            return None
         per = -(-nb // nthreads) * ext  # whole matrices per piece
     else:
-        per = -(-total // nthreads)
+        pieces = min(GEMM_ATOMS, total // GEMM_ATOM_MIN)
+        if pieces < 2:
+            return None
+        pieces = 1 << (pieces.bit_length() - 1)  # a power of two: balanced on 2, 4 or 8 threads
+        per = -(-total // pieces)
         per = -(-per // GEMM_PIECE_ALIGN) * GEMM_PIECE_ALIGN
     ranges = [(lo, min(total, lo + per)) for lo in range(0, total, per)]
     if len(ranges) < 2:

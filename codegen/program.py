@@ -45,8 +45,11 @@ PAR_MIN_WORK = 1 << 24
 # costs 1-3 us with awake workers, and a worker slow to wake delays nothing (the caller runs its
 # piece), so kernels of ~10 us gain. Measured: see docs/compile.md, "Threads".
 POOL_PAR_MIN_WORK = 1 << 18
-# Stack bytes (all threads) for the partial vectors of a kernel split with `LoopPlan.row_partials`.
+# Stack bytes (all chunks) for the partial vectors of a kernel split with `LoopPlan.row_partials`.
 ROW_PARTIALS_MAX_BYTES = 1 << 16
+# Pieces a large reduction kernel always runs as, on any number of threads (`_decide_chunks`): the
+# number of threads `num_threads` uses at most, so that every core has a piece.
+REDUCTION_CHUNKS = 8
 RELEASE_GIL_WORK = 1 << 14  # estimated operations above which the entry releases the GIL
 
 
@@ -163,36 +166,71 @@ def _work(prog: Program) -> int:
     return total
 
 
-def _decide_parallel(k: Kernel, plan: L.LoopPlan, nthreads: int) -> None:
-    if nthreads <= 1 or not plan.groups or k.size < PAR_MIN_ELEMENTS or plan.extents[0] < 2:
-        return
-    if _kernel_cost(k) * k.size < _par_min_work():
+def _decide_chunks(k: Kernel, plan: L.LoopPlan) -> None:
+    """Fix the pieces a reduction kernel runs as (`LoopPlan.chunks`), from its shape alone.
+
+    A kernel with reductions that is large enough to be split across threads
+    (`PAR_MIN_ELEMENTS`) always runs as the same `REDUCTION_CHUNKS` pieces of
+    its outer loop, each accumulating its own partial results, combined in
+    piece order: on one thread the pieces run one after the other, on several
+    they run on the pool. The association of every sum is therefore the same
+    whatever the thread count, the machine's load, the kernel's cost (which
+    fusion and checkpointing change) or whether a pool exists, so a compiled
+    function returns the same bits under all of them (docs/compile.md,
+    "Determinism"). Full reductions combine per-piece scalars
+    (`plan.partials`); column sums combine per-piece vectors
+    (`plan.row_partials`, when they fit `ROW_PARTIALS_MAX_BYTES`); reductions
+    that keep the outer loop need no partials (each output is one piece's).
+    Other memory-mode reductions, full argmax and scatters run in one piece.
+    """
+    if not plan.has_red or not plan.groups or k.size < PAR_MIN_ELEMENTS or plan.extents[0] < 2:
         return
     kinds = {t.kind for t in k.tasks}
     if "scatter" in kinds:
         return
-    if plan.has_red:
-        if not plan.register:
-            if _row_partials_fit(k, plan, nthreads):
-                # rows split across threads as the producers' loop kernels and products split them
-                plan.row_partials = plan.parallel = True
+    if not plan.register:
+        if not _row_partials_fit(k, plan):
             return
-        if plan.n_kept == 0:
-            if "argmax" in kinds:
-                return
-            plan.partials = True
+        plan.row_partials = True
+    elif plan.n_kept == 0:
+        if "argmax" in kinds:
+            return
+        plan.partials = True
+    plan.chunks = split_range(plan.extents[0], REDUCTION_CHUNKS)
+
+
+def split_range(extent: int, pieces: int) -> list[tuple[int, int]]:
+    """[0, extent) cut into at most `pieces` contiguous half-open ranges of ceil(extent / pieces) (none empty)."""
+    per = -(-extent // max(1, min(pieces, extent)))
+    return [(lo, min(extent, lo + per)) for lo in range(0, extent, per)]
+
+
+def _decide_parallel(k: Kernel, plan: L.LoopPlan, nthreads: int) -> None:
+    """Fix the kernel's pieces (`_decide_chunks`), then whether they run on threads (`plan.parallel`).
+
+    Threads change where pieces run, never what they compute: a kernel with
+    reductions is split only along its fixed chunks; a kernel without is
+    elementwise, whose values do not depend on the split.
+    """
+    _decide_chunks(k, plan)
+    if nthreads <= 1 or not plan.groups or k.size < PAR_MIN_ELEMENTS or plan.extents[0] < 2:
+        return
+    if _kernel_cost(k) * k.size < _par_min_work():
+        return
+    if any(t.kind == "scatter" for t in k.tasks) or plan.has_red and plan.chunks is None:
+        return
     plan.parallel = True
 
 
-def _row_partials_fit(k: Kernel, plan: L.LoopPlan, nthreads: int) -> bool:
+def _row_partials_fit(k: Kernel, plan: L.LoopPlan) -> bool:
     """Whether a memory-mode reduction can be split over its outer rows with partial vectors (`row_partials`).
 
     True when every loop but the innermost is reduced and the innermost is
     kept (a column sum over a batch axis, e.g. a bias gradient), every
     reduction's output element is the innermost loop's index (size = that
     loop's trip count, coefficient 1, offset 0; the combine loop writes
-    ``out[j]``), the outer loop has at least two rows per thread, and the
-    threads' partial vectors (8-byte slots) fit in `ROW_PARTIALS_MAX_BYTES`
+    ``out[j]``), the outer loop has at least two rows per chunk, and the
+    chunks' partial vectors (8-byte slots) fit in `ROW_PARTIALS_MAX_BYTES`
     of stack.
     """
     groups, red = plan.groups, set(k.red_axes)
@@ -200,7 +238,7 @@ def _row_partials_fit(k: Kernel, plan: L.LoopPlan, nthreads: int) -> bool:
         return False
     inner = plan.extents[-1]
     reds = [t for t in k.tasks if t.kind == "reduce"]
-    if plan.extents[0] < 2 * nthreads or len(reds) * inner * 8 * nthreads > ROW_PARTIALS_MAX_BYTES:
+    if plan.extents[0] < 2 * REDUCTION_CHUNKS or len(reds) * inner * 8 * REDUCTION_CHUNKS > ROW_PARTIALS_MAX_BYTES:
         return False
     if any(t.node.dtype.itemsize > 8 for t in reds):
         return False
@@ -236,7 +274,7 @@ def _combine_row_partials(cx: L.LoweringContext, b: ir.IRBuilder, k: Kernel, par
                 if dt.kind == "b":
                     v = b.icmp_unsigned("!=", v, ir.Constant(L.I8, 0))
                 v = cx.cast(v, dt, ad)
-                acc = v if acc is None else r.combine(cx, acc, v, ad)
+                acc = v if acc is None else r.combine(cx, acc, v, ad, ordered=True)
             val = cx.cast(acc, ad, dt)
             if dt.kind == "b":
                 val = b.zext(val, L.I8)
@@ -315,6 +353,7 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     plans: dict[int, L.LoopPlan] = {}
     shared: dict[tuple, ir.Function] = {}  # (IR text, call range) -> function; equal kernels share one
     uses: dict[str, int] = {}  # function name -> call sites
+    chunked: set[str] = set()  # functions run as fixed chunks: compiled once, apart from their callers
     for ki, k in enumerate(prog.kernels):
         if k.kind != "loop" or k.size == 0 and not any(t.kind in ("reduce", "scatter") for t in k.tasks):
             continue
@@ -327,6 +366,8 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         emitters[ki] = _KernelCall(f, ke.buffers)
         del ke
         uses[f.name] = uses.get(f.name, 0) + 1
+        if plan.chunks is not None:
+            chunked.add(f.name)
     looped = [k for ki, k in enumerate(prog.kernels) if ki in emitters]
     big = sum(sum(expr_weight(e) for e in kernel_exprs(k)) for k in looped) \
         > fuse.kernel_cost_cap(max((k.size for k in looped), default=0))
@@ -335,7 +376,8 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         # they would make one function as big as the whole graph, the superlinear case for LLVM
         # that `fuse.MAX_KERNEL_COST` avoids (fuse.py, `_Partitioner.split`). A kernel shared
         # by several call sites stays one function, so LLVM optimizes its loop once.
-        if big or uses[f.name] > 1:
+        # A chunked kernel is one body whether its chunks run here or on threads (same bits).
+        if big or uses[f.name] > 1 or f.name in chunked:
             f.attributes.add("noinline")
 
     # ----- entry -----
@@ -403,7 +445,6 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     for r in sorted(set(ref.values()), key=repr):
         ptr_of_ref(r)
 
-    pthread_create = pthread_join = None
     thunks: dict[str, ir.Function] = {}  # kernel function name -> its thread routine
     info = {"kernels": [], "parallel": 0, "concurrent_gemms": 0, "threads": nthreads, "profile": profile,
             "kernel_functions": len(shared), "loop_kernel_calls": len(emitters)}
@@ -430,7 +471,6 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         b.store(b.add(b.load(calls, typ=L.I64), ir.Constant(L.I64, 1)), calls)
 
     def emit_kernel_call(ki: int, k: Kernel) -> None:
-        nonlocal pthread_create, pthread_join
         if k.kind == "gemm":
             if k.concurrent and _emit_gemm_pair(cx, ab, k.tasks, str(ki), lambda node: ptr_of_ref(ref[node]), blas,
                                                 nthreads):
@@ -440,10 +480,8 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
                 return
             for ti, t in enumerate(k.tasks):
                 # large products: pieces of C on the thread pool (joined before the next kernel)
-                if _emit_gemm_split(cx, ab, t, f"{ki}_{ti}", lambda node: ptr_of_ref(ref[node]), blas, nthreads):
+                if _emit_gemm_pieces(cx, ab, t, f"{ki}_{ti}", lambda node: ptr_of_ref(ref[node]), blas, nthreads):
                     info["parallel"] += 1
-                else:
-                    L.emit_gemm(cx, t, lambda node: ptr_of_ref(ref[node]), blas)
             info["kernels"].append("gemm")
             return
         if ki not in emitters:
@@ -458,59 +496,44 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
             b.call(ke.fn, bufs + [ir.Constant(L.I64, 0), ir.Constant(L.I64, 1), ir.Constant(L.PTR, None)])
             return
         extent = plan.extents[0]
-        if not plan.parallel:
+        if not plan.parallel and plan.chunks is None:
             b.call(ke.fn, bufs + [ir.Constant(L.I64, 0), ir.Constant(L.I64, extent), ir.Constant(L.PTR, None)])
             return
-        info["parallel"] += 1
-        if pthread_create is None:
-            pthread_create = cx.function("pthread_create", L.I32, [L.PTR, L.PTR, L.PTR, L.PTR])
-            pthread_join = cx.function("pthread_join", L.I32, [L.I64, L.PTR])
-        T = min(nthreads, extent)
-        chunk = -(-extent // T)
-        ranges = [(t * chunk, min(extent, (t + 1) * chunk)) for t in range(T)]
-        ranges = [r for r in ranges if r[0] < r[1]]
+        if plan.chunks is not None:
+            ranges = plan.chunks
+        else:  # elementwise: any split gives the same values
+            ranges = split_range(extent, nthreads)
         T = len(ranges)
         R = len(red_tasks)
-        nf = len(bufs) + 3  # context: buffer pointers, lo, hi, partial pointer (8 bytes each)
-        thunk = thunks.get(ke.fn.name)
-        if thunk is None:
-            thunk = thunks[ke.fn.name] = _thunk(cx, ke.fn, len(bufs), ki)
         partial = L.opaque_alloca(ab, ir.ArrayType(L.I64, max(1, T * R)), f"partial{ki}") if plan.partials else None
-        if plan.row_partials:  # per thread: R vectors of `inner` 8-byte slots
+        if plan.row_partials:  # per chunk: R vectors of `inner` 8-byte slots
             inner = plan.extents[-1]
             R = sum(1 for t in k.tasks if t.kind == "reduce")
             partial = L.opaque_alloca(ab, ir.ArrayType(L.I64, T * R * inner), f"rpartial{ki}")
             partial.align = 64
             R = R * inner
-        tids = L.opaque_alloca(ab, ir.ArrayType(L.I64, T), f"tids{ki}")
-        ctxs = L.opaque_alloca(ab, ir.ArrayType(L.I64, T * nf), f"ctx{ki}")
-        rcs = []
 
         def pslot(t: int, partial: Any = partial, R: int = R) -> ir.Value:
             if partial is None:
                 return ir.Constant(L.PTR, None)
             return b.gep(partial, [ir.Constant(L.I64, t * R)], source_etype=L.I64)
 
-        pool = _pool_fn(cx, nthreads)
-        if pool is not None:
-            _run_on_pool(b, ab, pool, thunk, [bufs + [ir.Constant(L.I64, lo), ir.Constant(L.I64, hi), pslot(t)]
-                                              for t, (lo, hi) in enumerate(ranges)], nthreads, f"pctx{ki}")
-        else:  # no pool (not Linux): a thread per piece
-            for t in range(1, T):
-                c = b.gep(ctxs, [ir.Constant(L.I64, t * nf)], source_etype=L.I64)
-                fields = bufs + [ir.Constant(L.I64, ranges[t][0]), ir.Constant(L.I64, ranges[t][1]), pslot(t)]
-                for fi, v in enumerate(fields):
-                    b.store(v, b.gep(ctxs, [ir.Constant(L.I64, t * nf + fi)], source_etype=v.type))
-                tid = b.gep(tids, [ir.Constant(L.I64, t)], source_etype=L.I64)
-                rcs.append((t, c, tid, b.call(pthread_create, [tid, ir.Constant(L.PTR, None), thunk, c])))
-            b.call(ke.fn, bufs + [ir.Constant(L.I64, ranges[0][0]), ir.Constant(L.I64, ranges[0][1]), pslot(0)])
-            for _t, c, tid, rc in rcs:
-                ok = b.icmp_signed("==", rc, ir.Constant(L.I32, 0))
-                with b.if_else(ok) as (then, otherwise):
-                    with then:
-                        b.call(pthread_join, [b.load(tid, typ=L.I64), ir.Constant(L.PTR, None)])
-                    with otherwise:  # no thread: run that range here
-                        b.call(thunk, [c])
+        if not plan.parallel:
+            # the fixed chunks one after the other, through the function the pool would run: its loop
+            # bounds are opaque (as from a thread's context), so LLVM compiles one body for both
+            for t, (lo, hi) in enumerate(ranges):
+                b.call(ke.fn, bufs + [_opaque(b, lo), _opaque(b, hi), pslot(t)])
+        else:
+            info["parallel"] += 1
+            thunk = thunks.get(ke.fn.name)
+            if thunk is None:
+                thunk = thunks[ke.fn.name] = _thunk(cx, ke.fn, len(bufs), ki)
+            pool = _pool_fn(cx, nthreads)
+            if pool is not None:
+                _run_on_pool(b, ab, pool, thunk, [bufs + [ir.Constant(L.I64, lo), ir.Constant(L.I64, hi), pslot(t)]
+                                                  for t, (lo, hi) in enumerate(ranges)], nthreads, f"pctx{ki}")
+            else:  # no pool (not Linux): a thread per piece
+                _run_on_threads(cx, b, ab, thunk, ke.fn, bufs, ranges, pslot, ki)
         if plan.row_partials:
             _combine_row_partials(cx, b, k, partial, T, plan.extents[-1], lambda node: ptr_of_ref(ref[node]))
         if plan.partials:
@@ -522,7 +545,7 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
                 for th in range(T):
                     p = b.gep(partial, [ir.Constant(L.I64, (th * R + ri) * 8 // ad.itemsize)], source_etype=ty)
                     v = b.load(p, typ=ty)
-                    acc = v if acc is None else r.combine(cx, acc, v, ad)
+                    acc = v if acc is None else r.combine(cx, acc, v, ad, ordered=True)
                 val = cx.cast(acc, ad, t.node.dtype)
                 mt = L.mem_type(t.node.dtype)
                 dst = b.gep(ptr_of_ref(ref[t.node]), [ir.Constant(L.I64, t.offset.const)], inbounds=True,
@@ -561,6 +584,40 @@ def _par_min_work() -> int:
     return POOL_PAR_MIN_WORK if thread_pool() is not None else PAR_MIN_WORK
 
 
+def _opaque(b: ir.IRBuilder, value: int) -> ir.Value:
+    """The i64 constant `value` hidden from the optimizer (an empty inline asm), as a thread's context hides it."""
+    fty = ir.FunctionType(L.I64, [L.I64])
+    return b.asm(fty, "", "=r,0", [ir.Constant(L.I64, value)], side_effect=False, name="opaque")
+
+
+def _run_on_threads(cx: L.LoweringContext, b: ir.IRBuilder, ab: ir.IRBuilder, thunk: ir.Function,
+                    kern: ir.Function, bufs: list, ranges: list, pslot: Any, ki: int) -> None:
+    """Without the pool: a pthread per piece but the first (run here), joined; a piece whose thread
+    could not be created runs here too."""
+    pthread_create = cx.function("pthread_create", L.I32, [L.PTR, L.PTR, L.PTR, L.PTR])
+    pthread_join = cx.function("pthread_join", L.I32, [L.I64, L.PTR])
+    T = len(ranges)
+    nf = len(bufs) + 3
+    tids = L.opaque_alloca(ab, ir.ArrayType(L.I64, T), f"tids{ki}")
+    ctxs = L.opaque_alloca(ab, ir.ArrayType(L.I64, T * nf), f"ctx{ki}")
+    rcs = []
+    for t in range(1, T):
+        c = b.gep(ctxs, [ir.Constant(L.I64, t * nf)], source_etype=L.I64)
+        fields = bufs + [ir.Constant(L.I64, ranges[t][0]), ir.Constant(L.I64, ranges[t][1]), pslot(t)]
+        for fi, v in enumerate(fields):
+            b.store(v, b.gep(ctxs, [ir.Constant(L.I64, t * nf + fi)], source_etype=v.type))
+        tid = b.gep(tids, [ir.Constant(L.I64, t)], source_etype=L.I64)
+        rcs.append((c, tid, b.call(pthread_create, [tid, ir.Constant(L.PTR, None), thunk, c])))
+    b.call(kern, bufs + [_opaque(b, ranges[0][0]), _opaque(b, ranges[0][1]), pslot(0)])
+    for c, tid, rc in rcs:
+        ok = b.icmp_signed("==", rc, ir.Constant(L.I32, 0))
+        with b.if_else(ok) as (then, otherwise):
+            with then:
+                b.call(pthread_join, [b.load(tid, typ=L.I64), ir.Constant(L.PTR, None)])
+            with otherwise:  # no thread: run that range here
+                b.call(thunk, [c])
+
+
 def _pool_fn(cx: L.LoweringContext, nthreads: int) -> ir.Function | None:
     """The declaration of the pool's `symgraph_pool_run` (see `runtime.thread_pool`), or None (no pool, 1 thread)."""
     if nthreads <= 1:
@@ -586,25 +643,32 @@ def _run_on_pool(b: ir.IRBuilder, ab: ir.IRBuilder, pool: ir.Function, thunk: ir
                   ir.Constant(L.I32, nthreads)])
 
 
-def _emit_gemm_split(cx: L.LoweringContext, ab: ir.IRBuilder, task: Any, label: str, ptr_of: Any, blas: dict,
-                     nthreads: int) -> bool:
-    """Emit a large gemm task as pieces of C run on the thread pool; False (nothing emitted) if not split.
+def _emit_gemm_pieces(cx: L.LoweringContext, ab: ir.IRBuilder, task: Any, label: str, ptr_of: Any, blas: dict,
+                      nthreads: int) -> bool:
+    """Emit a gemm task as its pieces (`lower.gemm_pieces`); True when they run on the thread pool.
 
-    Each piece is a single-threaded BLAS call on a block of rows (or
-    columns) of C, or a few such calls when it spans batch elements
-    (`lower.gemm_pieces` chooses the blocks, `lower.emit_gemm` emits a piece
-    into an internal function `ptr gemm_piece_<label>(ptr ctx)` whose context
-    holds the A, B and C base pointers and the piece's range). Not split
-    when SYMGRAPH_BLAS_THREADS asks the BLAS for threads of its own.
+    On the pool each piece is a single-threaded BLAS call on a block of rows
+    (or columns) of C, or a few such calls when it spans batch elements
+    (`lower.emit_gemm` emits a piece into an internal function
+    `ptr gemm_piece_<label>(ptr ctx)` whose context holds the A, B and C base
+    pointers and the piece's range). Without a pool, on one thread, or when
+    SYMGRAPH_BLAS_THREADS asks the BLAS for threads of its own, the same
+    pieces are called one after the other, so the calls (and the bits) are
+    those of any thread count.
     """
     from .runtime import blas_threads
 
-    # SYMGRAPH_BLAS_THREADS > 1 asks OpenBLAS to split products itself: pieces on top would oversubscribe
-    split = L.gemm_pieces(task, nthreads) if blas_threads() == 1 else None
-    pool = _pool_fn(cx, nthreads) if split is not None else None
-    if pool is None:
+    split = L.gemm_pieces(task, nthreads)
+    if split is None:
+        L.emit_gemm(cx, task, ptr_of, blas)
         return False
     axis, ranges = split
+    # SYMGRAPH_BLAS_THREADS > 1 asks OpenBLAS to split products itself: pieces on threads would oversubscribe
+    pool = _pool_fn(cx, nthreads) if blas_threads() == 1 else None
+    if pool is None:
+        for lo, hi in ranges:
+            L.emit_gemm(cx, task, ptr_of, blas, piece=(axis, ir.Constant(L.I64, lo), ir.Constant(L.I64, hi)))
+        return False
     fn, bases = _gemm_piece_fn(cx, task, label, blas, axis)
     rows = [[ptr_of(x) for x in bases] + [ir.Constant(L.I64, lo), ir.Constant(L.I64, hi)] for lo, hi in ranges]
     _run_on_pool(cx.builder, ab, pool, fn, rows, nthreads, f"gctx{label}")
@@ -639,12 +703,14 @@ def _gemm_piece_fn(cx: L.LoweringContext, task: Any, label: str, blas: dict, axi
 
 def _emit_gemm_pair(cx: L.LoweringContext, ab: ir.IRBuilder, tasks: list, label: str, ptr_of: Any, blas: dict,
                     nthreads: int) -> bool:
-    """Emit two independent products (`fuse.Kernel.concurrent`) as two pool pieces, one whole product each.
+    """Emit two independent products (`fuse.Kernel.concurrent`) side by side: all their pieces in one pool job.
 
-    A dispatcher `gemm_pair_<label>(ctx)` reads the piece's index from the first
-    context field and runs that product's piece function (`_gemm_piece_fn`, over
-    all of C) on the rest. False (nothing emitted) without a pool, with
-    SYMGRAPH_BLAS_THREADS > 1, or for a batched product.
+    Each product runs as the pieces it runs as alone (`lower.gemm_pieces`, or
+    one piece over all of C), so pairing changes when products run, not
+    their bits. A dispatcher `gemm_pair_<label>(ctx)` reads the product's
+    index from the first context field and runs that product's piece
+    function (`_gemm_piece_fn`) on the rest. False (nothing emitted) without
+    a pool, with SYMGRAPH_BLAS_THREADS > 1, or for a batched product.
     """
     from .runtime import blas_threads
 
@@ -653,8 +719,9 @@ def _emit_gemm_pair(cx: L.LoweringContext, ab: ir.IRBuilder, tasks: list, label:
         return False
     pieces = []
     for ti, t in enumerate(tasks):
-        fn, bases = _gemm_piece_fn(cx, t, f"{label}_{ti}", blas, "m")
-        pieces.append((fn, bases, t.node.shape[0]))
+        axis, ranges = L.gemm_pieces(t, nthreads) or ("m", [(0, t.node.shape[0])])
+        fn, bases = _gemm_piece_fn(cx, t, f"{label}_{ti}", blas, axis)
+        pieces.append((fn, bases, ranges))
     disp = ir.Function(cx.module, ir.FunctionType(L.PTR, [L.PTR]), f"gemm_pair_{label}")
     disp.linkage = "internal"
     disp.attributes.add("nounwind")
@@ -668,8 +735,8 @@ def _emit_gemm_pair(cx: L.LoweringContext, ab: ir.IRBuilder, tasks: list, label:
         with second:
             db.call(pieces[1][0], [rest])
     db.ret(ir.Constant(L.PTR, None))
-    rows = [[ir.Constant(L.I64, ti)] + [ptr_of(x) for x in bases] + [ir.Constant(L.I64, 0), ir.Constant(L.I64, m)]
-            for ti, (_fn, bases, m) in enumerate(pieces)]
+    rows = [[ir.Constant(L.I64, ti)] + [ptr_of(x) for x in bases] + [ir.Constant(L.I64, lo), ir.Constant(L.I64, hi)]
+            for ti, (_fn, bases, ranges) in enumerate(pieces) for lo, hi in ranges]
     _run_on_pool(cx.builder, ab, pool, disp, rows, nthreads, f"pairctx{label}")
     return True
 

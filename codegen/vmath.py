@@ -1039,32 +1039,61 @@ def _poly_helper(module: ir.Module, name: str, ty) -> ir.Function:
 
 
 def _libmvec_call(builder: ir.IRBuilder, name: str, args, kind: str):
-    """A scalar libm call carrying the VFABI attribute that maps it to libmvec's vector variants."""
+    """A call whose every evaluation, packed or scalar, is libmvec's widest variant of `name`.
+
+    libmvec's vector functions and libm's scalar ones differ in the last
+    bits, so a loop whose body packs libmvec calls and whose remainder calls
+    libm gives an element other bits depending on where the loop's vector
+    steps fall: on the thread split, the fusion, the checkpoint strategy.
+    Here the scalar callee is an internal ``noinline`` wrapper that splats
+    its argument into the widest variant (``_ZGVeN8v_sin`` on AVX-512) and
+    takes lane 0; the call site's VFABI attribute maps it to that variant
+    only, so the vectorizer packs it at that width or calls the wrapper per
+    lane. Each element is computed by the same function whatever the loop.
+    """
     module = builder.module
     ty = args[0].type
     suffix = "" if kind == "f64" else "f"
     scalar_name = name + suffix
-    scalar = _declare(module, scalar_name, ir.FunctionType(ty, [ty] * len(args)))
-    attrs = _open_attributes(scalar)
-    for a in ("memory(none)", "nounwind", "willreturn"):
-        attrs.add(a)
     params = "v" * len(args)
-    mappings = []
+    isa, vf = max(_libmvec[(name, kind)], key=lambda v: (v[1], [i[0] for i in _ISAS].index(v[0])))
+    vname = f"_ZGV{isa}N{vf}{params}_{scalar_name}"
+    vty = ir.VectorType(ty, vf)
+    vfn = _declare(module, vname, ir.FunctionType(vty, [vty] * len(args)))
     variants = _module_variants(module)
-    for isa, vf in _libmvec[(name, kind)]:
-        vname = f"_ZGV{isa}N{vf}{params}_{scalar_name}"
-        vty = ir.VectorType(ty, vf)
-        vfn = _declare(module, vname, ir.FunctionType(vty, [vty] * len(args)))
-        if vfn not in variants:
-            variants.append(vfn)
-        mappings.append(f"_ZGV_LLVM_N{vf}{params}_{scalar_name}({vname})")
+    if vfn not in variants:
+        variants.append(vfn)
     _update_compiler_used(module, variants)
-    call = builder.call(scalar, list(args))
+    wrapper = _mvec_scalar(module, f"sg_mvec_{scalar_name}", vfn, ty, vf, len(args))
+    call = builder.call(wrapper, list(args))
     call.attributes = _OpenCallAttributes()
-    call.attributes.add(f'"vector-function-abi-variant"="{",".join(mappings)}"')
+    call.attributes.add(f'"vector-function-abi-variant"="_ZGV_LLVM_N{vf}{params}_{wrapper.name}({vname})"')
     call.attributes.add("nounwind")
     call.attributes.add("memory(none)")
     return call
+
+
+def _mvec_scalar(module: ir.Module, fname: str, vfn: ir.Function, ty, vf: int, nargs: int) -> ir.Function:
+    """`ty fname(ty...)`: `vfn` on the arguments splatted to `vf` lanes, lane 0 (defined once per module)."""
+    fn = module.globals.get(fname)
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(ty, [ty] * nargs), fname)
+    fn.linkage = "internal"
+    attrs = _open_attributes(fn)
+    for a in ("noinline", "nounwind", "willreturn", "memory(none)"):
+        attrs.add(a)
+    apply_function_attributes(fn)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    vty = ir.VectorType(ty, vf)
+    vecs = []
+    for a in fn.args:
+        v = ir.Constant(vty, None)
+        for lane in range(vf):
+            v = b.insert_element(v, a, ir.Constant(ir.IntType(32), lane))
+        vecs.append(v)
+    b.ret(b.extract_element(b.call(vfn, vecs), ir.Constant(ir.IntType(32), 0)))
+    return fn
 
 
 # ----- entry point -----
@@ -1099,9 +1128,10 @@ def emit(builder: ir.IRBuilder, name: str, args, impl: str | None = None) -> ir.
     Call inside a loop body; the result has the arguments' type. The poly
     implementation is a call to an ``alwaysinline`` internal helper defined in
     the builder's module (inlined before vectorization, so no call remains);
-    the libmvec one is a call to the libm function carrying the
-    ``vector-function-abi-variant`` attribute (the remainder loop keeps scalar
-    libm calls). No fast-math flags are used: NaN, +-inf, -0.0 and denormals
+    the libmvec one is a call carrying the ``vector-function-abi-variant``
+    attribute, whose scalar form (the remainder loop) runs the same vector
+    function on one lane, so every element gets the same bits wherever the
+    loop's vector steps fall (`_libmvec_call`). No fast-math flags are used: NaN, +-inf, -0.0 and denormals
     behave like NumPy (exp(-inf)=0, exp(1000)=inf, log(0)=-inf, log(-1)=nan,
     tanh(+-inf)=+-1, pow per C99, sin(+-inf)=nan).
 

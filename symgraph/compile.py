@@ -23,6 +23,7 @@ import numpy as np
 
 from .errors import DTypeError, ShapeError, SymgraphError
 from .ir import Graph, Node
+from .lax import ClosedOverArrays
 from .tracing import check_args, trace
 from .tree import tree_flatten, tree_unflatten
 
@@ -169,9 +170,11 @@ def _check_leaves(graph: Graph, leaves: list[Any]) -> list[np.ndarray]:
 class _Signature:
     """One compiled signature: its graph, its executable and the output structure."""
 
-    __slots__ = ("key", "graph", "exe", "out_tree", "stats", "fast")
+    __slots__ = ("key", "graph", "exe", "out_tree", "stats", "fast", "closed_over")
 
-    def __init__(self, key: tuple, graph: Graph, exe: Any, stats: dict):
+    def __init__(self, key: tuple, graph: Graph, exe: Any, stats: dict, closed_over: ClosedOverArrays | None = None):
+        # arrays made during the trace are gone once it ends: only live closed-over ones are checked per call
+        self.closed_over = closed_over if closed_over is not None and closed_over.prune() else None
         self.key = key
         self.graph = graph
         self.exe = exe
@@ -239,7 +242,8 @@ class CompiledFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         sig = self._last
-        if sig is not None and sig.fast is not None and not kwargs:
+        if sig is not None and sig.fast is not None and not kwargs and (sig.closed_over is None
+                                                                     or not sig.closed_over.changed()):
             r = sig.fast(args)
             if r is not _MISS:
                 return r
@@ -289,6 +293,14 @@ class CompiledFunction:
                                            [i for i in range(len(args)) if i not in static_pos])
         key = (dtree, tuple(specs), statics)
         sig = self._cache.get(key)
+        if sig is not None and sig.closed_over is not None and sig.closed_over.changed():
+            # an array the function closes over was written since it was traced: its old contents are
+            # constants of the compiled code, so trace and compile again (docs/tracing.md, "Closed-over arrays")
+            log.debug("compile(%s): recompiling, a closed-over array changed", self._name)
+            with self._lock:
+                if self._cache.get(key) is sig:
+                    del self._cache[key]
+            sig = None
         if sig is None:
             with self._lock:
                 sig = self._cache.get(key)
@@ -351,7 +363,8 @@ class CompiledFunction:
 
             fn.__name__ = getattr(base, "__name__", "f")
             dyn = tuple(dyn) + (tuple(kwargs[k] for k in kw_names),)
-        g = trace(fn, *dyn, name=self._name)
+        with ClosedOverArrays() as closed_over:
+            g = trace(fn, *dyn, name=self._name)
         _dump_stage("traced", g)
         t_trace = time.perf_counter() - t0
         g, order = run_pipeline(g, self.checkpoint)
@@ -388,7 +401,7 @@ class CompiledFunction:
                 stats.setdefault(k, v)
             stats["checkpoint"] = self.checkpoint
         exe.stats = stats
-        sig = _Signature(key, g, exe, stats)
+        sig = _Signature(key, g, exe, stats, closed_over)
         if sig.fast is not None and (statics or kwargs):
             sig.fast = None  # the fast path handles positional (pytree) arguments only
         return sig

@@ -79,7 +79,7 @@ def test_gemm_pieces_cover_c_exactly(a_shape, b_shape, nthreads, axis):
     ax, ranges = L.gemm_pieces(_Task(a_shape, b_shape), nthreads)
     assert ax == axis
     total = int(np.prod(batch, dtype=np.int64)) * (m if axis == "m" else n)
-    assert 2 <= len(ranges) <= nthreads
+    assert 2 <= len(ranges) <= max(nthreads, L.GEMM_ATOMS)
     assert ranges[0][0] == 0 and ranges[-1][1] == total
     assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
     assert all(lo < hi for lo, hi in ranges)
@@ -88,8 +88,19 @@ def test_gemm_pieces_cover_c_exactly(a_shape, b_shape, nthreads, axis):
         assert lo % L.GEMM_PIECE_ALIGN == 0 or lo % ext == 0
 
 
+@pytest.mark.parametrize("a_shape,b_shape", [((256, 256), (256, 256)), ((257, 255), (255, 253)),
+                                             ((4096, 256), (256, 256)), ((3, 130, 70), (3, 70, 50)),
+                                             ((64, 256), (256, 4096))])
+def test_gemm_pieces_inside_matrices_do_not_depend_on_threads(a_shape, b_shape):
+    """OpenBLAS is not bitwise the same on a block of rows as on the whole: the calls must not depend on threads."""
+    pieces = [L.gemm_pieces(_Task(a_shape, b_shape), t) for t in (1, 2, 3, 8, 64)]
+    assert pieces[0] is not None and all(p == pieces[0] for p in pieces)
+    _ax, ranges = pieces[0]
+    assert all(hi - lo >= L.GEMM_ATOM_MIN for lo, hi in ranges[:-1])
+
+
 def test_gemm_pieces_only_for_large_products():
-    assert L.gemm_pieces(_Task((256, 256), (256, 256)), 1) is None  # one thread: never
+    assert L.gemm_pieces(_Task((8, 256, 256), (8, 256, 256)), 1) is None  # a large batch on one thread: per matrix
     assert L.gemm_pieces(_Task((16, 16), (16, 16)), 2) is None      # 8 kflops: not worth a job
     assert L.gemm_pieces(_Task((10, 3000), (3000, 10)), 2) is None  # no room for two 16-row pieces
     assert L.gemm_pieces(_Task((256, 0), (0, 256)), 2) is None      # k = 0: zero-fill, not BLAS

@@ -238,8 +238,27 @@ def _slice_shape(s, *, starts, stops, steps):
     return tuple(len(range(a, b, c)) for a, b, c in zip(starts, stops, steps))
 
 
+def _python_slice(start: int, stop: int, step: int) -> slice:
+    """The Python slice of the elements range(start, stop, step) of a normalized (`slice.indices`) triple.
+
+    A normalized start or stop of -1 with a negative step means "before
+    element 0", not "the last element" as it would in a Python slice, so the
+    triple is rebuilt from its first element and its length: an empty range
+    gives an empty slice.
+    """
+    k = len(range(start, stop, step))
+    if k == 0:
+        return slice(0, 0, 1)
+    end = start + k * step
+    return slice(start, end if end >= 0 else None, step)
+
+
+def _slices(starts, stops, steps) -> tuple:
+    return tuple(_python_slice(a, b, c) for a, b, c in zip(starts, stops, steps))
+
+
 def _slice_impl(x, *, starts, stops, steps):
-    return x[tuple(slice(a, b if b >= 0 else None, c) for a, b, c in zip(starts, stops, steps))]
+    return x[_slices(starts, stops, steps)]
 
 
 def _slice_vjp(ct, node):
@@ -266,7 +285,7 @@ def _unslice_shape(s, *, shape, starts, stops, steps):
 
 def _unslice_impl(x, *, shape, starts, stops, steps):
     out = np.zeros(shape, x.dtype)
-    out[tuple(slice(a, b if b >= 0 else None, c) for a, b, c in zip(starts, stops, steps))] = x
+    out[_slices(starts, stops, steps)] = x
     return out
 
 
