@@ -7,7 +7,7 @@ The public API is listed in `__all__`; see README.md and docs/.
 
 from . import ops as _ops  # noqa: F401  (registers the primitives)
 from . import tracing as _tracing  # noqa: F401  (gives nodes their operators)
-from . import nn, numpy, optim, viz  # noqa: F401
+from . import nn, numpy, optim, random, viz  # noqa: F401
 from .errors import (
     DTypeError,
     NonScalarOutputError,
@@ -45,7 +45,7 @@ from .tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unfl
 __version__ = "0.1.0"
 
 __all__ = [
-    "trace", "Graph", "Node", "Builder", "evaluate", "numpy", "viz", "nn", "optim",
+    "trace", "Graph", "Node", "Builder", "evaluate", "numpy", "viz", "nn", "optim", "random",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient",
     "vmap", "custom_vjp", "custom_jvp", "config", "check_vjp_jvp",
     "compile", "CompiledFunction", "simplify", "check_grads",

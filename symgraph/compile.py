@@ -24,6 +24,7 @@ import numpy as np
 from .errors import DTypeError, ShapeError, SymgraphError
 from .ir import Graph, Node
 from .lax import ClosedOverArrays
+from .random import NumpyRandomWatch
 from .tracing import check_args, trace
 from .tree import tree_flatten, tree_unflatten
 
@@ -234,6 +235,7 @@ class CompiledFunction:
         self._lock = threading.RLock()
         self._last: _Signature | None = None
         self._last_key: tuple | None = None
+        self._warned_random = False  # np.random drawn while tracing: warned once (`NumpyRandomWatch`)
         # name, doc and __wrapped__ only: the __dict__ of a wrapper of another CompiledFunction (sg.grad of
         # it, functools.wraps) holds that one's fn and caches, which would replace this one's
         functools.update_wrapper(self, fn, updated=())
@@ -363,8 +365,11 @@ class CompiledFunction:
 
             fn.__name__ = getattr(base, "__name__", "f")
             dyn = tuple(dyn) + (tuple(kwargs[k] for k in kw_names),)
-        with ClosedOverArrays() as closed_over:
+        with ClosedOverArrays() as closed_over, NumpyRandomWatch(self.fn) as rng_watch:
             g = trace(fn, *dyn, name=self._name)
+        if rng_watch.drawn and not self._warned_random:
+            self._warned_random = True
+            rng_watch.warn(f"compile({self._name})")
         _dump_stage("traced", g)
         t_trace = time.perf_counter() - t0
         g, order = run_pipeline(g, self.checkpoint)

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import lax as L
 from .errors import DTypeError, ShapeError, SymgraphError, TracerConversionError, UnsupportedOpError
-from .ir import Builder, Graph, Node, current_builder
+from .ir import Builder, Graph, Node, current_builder, meta, tracing_active
 from .ops import OPS
 from .tree import tree_flatten, tree_paths, tree_unflatten
 
@@ -270,8 +270,20 @@ def _snp():
     return snp
 
 
+def _check_live(x: Node) -> None:
+    """Raise when `x` is used after the trace that made it ended (JAX's escaped-tracer error)."""
+    if not tracing_active():
+        loc = meta(x).location
+        raise TracerConversionError(
+            f"a traced value (shape {x.shape}, dtype {x.dtype}, op {x.op.name}"
+            f"{f', made at {loc}' if loc is not None else ''}) was used after the trace that made it ended: it "
+            f"escaped the traced function (through a list, a global, an attribute or a closure). Return it from "
+            f"the function instead, and use the returned array.")
+
+
 def _binop(name: str, reverse: bool = False) -> Callable:
     def op(self: Node, other: Any) -> Any:
+        _check_live(self)
         fn = getattr(_snp(), name)
         try:
             return fn(other, self) if reverse else fn(self, other)
@@ -297,10 +309,19 @@ for _py, _fn in _BINOPS.items():
     if _py not in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(Node, f"__r{_py}__", _binop(_fn, reverse=True))
 
-Node.__neg__ = lambda self: _snp().negative(self)  # type: ignore[method-assign]
+def _unary(name: str) -> Callable:
+    def op(self: Node) -> Any:
+        _check_live(self)
+        return getattr(_snp(), name)(self)
+
+    op.__name__ = name
+    return op
+
+
+Node.__neg__ = _unary("negative")  # type: ignore[method-assign]
 Node.__pos__ = lambda self: self  # type: ignore[method-assign]
-Node.__abs__ = lambda self: _snp().abs(self)  # type: ignore[method-assign]
-Node.__invert__ = lambda self: _snp().invert(self)  # type: ignore[method-assign]
+Node.__abs__ = _unary("abs")  # type: ignore[method-assign]
+Node.__invert__ = _unary("invert")  # type: ignore[method-assign]
 
 
 def _conversion_error(what: str, fix: str) -> Callable:
@@ -317,9 +338,13 @@ _IF_FIX = ("Python control flow cannot depend on traced values; use symgraph.num
            "(or np.where) to select values, or pass the value as a static argument.")
 Node.__bool__ = _conversion_error("bool() (Python `if`, `while`, `and`, `or` or `not` on a traced value)", _IF_FIX)  # type: ignore[method-assign]
 Node.__float__ = _conversion_error("float()", "Keep the value in the graph, or return it from the function and convert the result.")  # type: ignore[method-assign]
-Node.__int__ = _conversion_error("int()", "Use static shapes, or pass the value as a static argument.")  # type: ignore[method-assign]
+_STATIC_FIX = ("Shapes, loop counts and Python indices must be concrete: pass the value as a static argument "
+               "(sg.compile(f, static_argnums=...)), or compute it from shapes (x.shape[0]).")
+Node.__int__ = _conversion_error("int()", _STATIC_FIX)  # type: ignore[method-assign]
 Node.__complex__ = _conversion_error("complex()", "Complex numbers are not supported.")  # type: ignore[method-assign]
-Node.__index__ = _conversion_error("Using a traced value as a Python index", "Use integer-array indexing (x[idx] with an integer array) or a static argument.")  # type: ignore[method-assign]
+Node.__index__ = _conversion_error("Using a traced value as a Python integer (range(n), a list index, a shape)",
+                                   "Use integer-array indexing (x[idx] with an integer array) for gathers. "
+                                   + _STATIC_FIX)  # type: ignore[method-assign]
 Node.__array__ = _conversion_error("np.asarray() / conversion to a NumPy array", "Use NumPy functions on the traced value directly (they trace), or return it from the function.")  # type: ignore[method-assign]
 
 
@@ -368,14 +393,56 @@ Node.mT = property(lambda self: L.swap_last(self))  # type: ignore[attr-defined]
 
 def _method(name: str) -> Callable:
     def m(self: Node, *a: Any, **k: Any) -> Any:
+        _check_live(self)
         return getattr(_snp(), name)(self, *a, **k)
 
     m.__name__ = name
     return m
 
 
-for _m in ("sum", "mean", "max", "min", "prod", "argmax", "var", "std", "clip", "transpose", "squeeze", "ravel", "flatten", "swapaxes"):
+for _m in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "take", "var", "std", "clip", "transpose",
+           "squeeze", "ravel", "flatten", "swapaxes"):
     setattr(Node, _m, _method(_m))
+
+
+def _copy(self: Node, order: str = "K") -> Node:
+    """x.copy(): traced values are immutable, so a copy is the same value."""
+    _check_live(self)
+    return self
+
+
+Node.copy = _copy  # type: ignore[attr-defined]
+Node.conj = Node.conjugate = _copy  # type: ignore[attr-defined]  (real dtypes only: complex is refused)
+Node.real = property(_copy)  # type: ignore[attr-defined]
+Node.imag = property(lambda self: _snp().zeros_like(self))  # type: ignore[attr-defined]
+Node.itemsize = property(lambda self: self.dtype.itemsize)  # type: ignore[attr-defined]
+
+
+def _no_rule_method(name: str) -> Callable:
+    def m(self: Node, *a: Any, **k: Any) -> Any:
+        raise UnsupportedOpError(f"x.{name}(...) on a traced value (shape {self.shape}, dtype {self.dtype}) has no "
+                                 f"rule in symgraph yet; write it with supported operations (see symgraph.numpy)")
+
+    m.__name__ = name
+    return m
+
+
+def _memory_attribute(name: str) -> property:
+    def get(self: Node) -> Any:
+        raise TracerConversionError(f"x.{name} needs the memory of a concrete array, but this is a traced value "
+                                    f"(shape {self.shape}, dtype {self.dtype}); return the value from the function "
+                                    f"and use {name} on the result")
+
+    return property(get)
+
+
+# Every other public ndarray method and attribute raises, naming itself (test_tracing checks the list is whole).
+for _m in ("all", "any", "argpartition", "argsort", "byteswap", "choose", "compress", "cumprod", "cumsum",
+           "diagonal", "getfield", "nonzero", "repeat", "round", "searchsorted", "trace", "view", "dump", "dumps",
+           "tofile", "tobytes", "to_device", "setflags"):
+    setattr(Node, _m, _no_rule_method(_m))
+for _m in ("base", "ctypes", "data", "flags", "flat", "strides", "device"):
+    setattr(Node, _m, _memory_attribute(_m))
 
 
 def _reshape_method(self: Node, *shape: Any, **kw: Any) -> Any:
@@ -397,13 +464,14 @@ def _astype(self: Node, dtype: Any, copy: bool = True) -> Any:
 Node.reshape = _reshape_method  # type: ignore[attr-defined]
 Node.transpose = _transpose_method  # type: ignore[attr-defined]
 Node.astype = _astype  # type: ignore[attr-defined]
-Node.dot = lambda self, other: _snp().dot(self, other)  # type: ignore[attr-defined]
+Node.dot = lambda self, other: _binop("dot")(self, other)  # type: ignore[attr-defined]
 
 
 # ----- NumPy protocols -----
 
 
 def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    _check_live(self)
     snp = _snp()
     if kwargs.get("out") is not None:
         raise UnsupportedOpError(f"np.{ufunc.__name__}(..., out=...) writes in place, which tracing does not support")
@@ -428,6 +496,7 @@ def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: An
 
 
 def _array_function(self: Node, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+    _check_live(self)
     snp = _snp()
     fn = snp.FUNCTIONS.get(func)
     if fn is None:
@@ -589,7 +658,12 @@ def _advanced_getitem(x: Node, idx: tuple) -> Node:
     return g
 
 
-Node.__getitem__ = getitem  # type: ignore[method-assign]
+def _getitem_method(self: Node, idx: Any) -> Any:
+    _check_live(self)
+    return getitem(self, idx)
+
+
+Node.__getitem__ = _getitem_method  # type: ignore[method-assign]
 
 
 class _AtIndexer:
