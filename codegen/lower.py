@@ -655,6 +655,11 @@ def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, body: Callable[[ir.Va
     b.position_at_end(after)
 
 
+#: Lanes of a float sum or product accumulated in registers (`LoopPlan.lanes`): two AVX-512 vectors
+#: of float64 accumulators (float32 sums accumulate in float64).
+REDUCTION_LANES = 16
+
+
 class LoopPlan:
     """Loop order and axis merging of a loop kernel.
 
@@ -670,6 +675,11 @@ class LoopPlan:
             loop: each thread accumulates its rows into its own vectors of
             partial results (the `partial` argument: per reduction, the
             inner trip count of 8-byte slots), which the caller combines.
+        lanes: 1, or `REDUCTION_LANES` when float sums or products accumulate
+            in registers along the innermost (reduced) loop: element j of
+            that loop is added to lane j mod lanes, each lane in order, and
+            the lanes are combined by a fixed pairwise tree (no `reassoc`:
+            the association is written in the IR, whatever LLVM vectorizes).
         chunks: None, or the fixed ranges of the outer loop that a reduction
             kernel always runs as, one call each, whatever the thread count
             (`program._decide_chunks`); with `partials` or `row_partials`
@@ -687,13 +697,22 @@ class LoopPlan:
             order = [d for d in dims if d not in red] + [d for d in dims if d in red]
         else:
             order = dims
+        # float sums and products in registers accumulate in REDUCTION_LANES lanes (`KernelEmitter`)
+        self.lanes = REDUCTION_LANES if self.register and bool(dims) and dims[-1] in red and any(
+            t.kind == "reduce" and t.red_op in ("sum", "prod") and _is_float(REDUCERS[t.red_op].acc_dtype(t.node.dtype))
+            for t in kernel.tasks) else 1
         affs = [a for t in kernel.tasks for a in task_affs(t)]
         var_of = {i: Expr.var(i, dom[i]) for i in dims}
         groups: list[list[int]] = []
         for ax in order:
             if groups:
                 p = groups[-1][-1]
-                if (p in red) == (ax in red) and all(a.coeff(var_of[p]) == a.coeff(var_of[ax]) * dom[ax] for a in affs):
+                # Reduced axes merge only when the inner one fills whole lane rounds, so that an element's
+                # lane (its innermost index mod `lanes`) and each lane's order are those of the unmerged
+                # nest: the association of a sum does not depend on which other tasks share the kernel.
+                lanes_ok = ax not in red or dom[ax] % self.lanes == 0
+                if (p in red) == (ax in red) and lanes_ok and all(a.coeff(var_of[p]) == a.coeff(var_of[ax]) * dom[ax]
+                                                                 for a in affs):
                     groups[-1].append(ax)
                     continue
             groups.append([ax])
@@ -741,6 +760,7 @@ class KernelEmitter:
         self.ptr = {k: a for k, a in zip(bufs, self.fn.args)}
         self.lo, self.hi, self.partial = self.fn.args[-3:]
         self.loopvals: dict[int, ir.Value] = {}  # group index -> loop value
+        self.lane: ir.Value | None = None  # the lane of the element being emitted (`_lane_loops`)
         self.var_group: dict[int, tuple[int, int]] = {}  # axis -> (group, multiplier within group)
         dom = kernel.domain
         for gi, g in enumerate(plan.groups):
@@ -920,10 +940,45 @@ class KernelEmitter:
                 self.loopvals[li] = i
                 self._levels(li + 1, n_kept, red_tasks)
 
-            for_range(cx.builder, lo, hi, inner, name=f"l{li}")
+            if plan.lanes > 1 and li == len(plan.groups) - 1:
+                self._lane_loops(lo, hi, inner, li)
+            else:
+                for_range(cx.builder, lo, hi, inner, name=f"l{li}")
         if plan.register and li == n_kept and red_tasks:
             cx.in_loop = False
             self._finish_accs(red_tasks)
+
+    def _lane_loops(self, lo: ir.Value, hi: ir.Value, body: Callable[[ir.Value], None], li: int) -> None:
+        """The innermost loop [lo, hi) as rounds of `plan.lanes` elements, element lo + r*W + l in lane l.
+
+        Full rounds first (an inner loop over the lanes, which LLVM vectorizes
+        as plain independent updates), then the last partial round; the body
+        is emitted for both. Lane l's accumulators see their elements in
+        loop order (`_body`, `self.lane`).
+        """
+        b = self.cx.builder
+        W = self.plan.lanes
+        w = ir.Constant(I64, W)
+        rounds = b.udiv(b.sub(hi, lo), w)
+        full_end = b.add(lo, b.mul(rounds, w))
+
+        def one_round(r: ir.Value) -> None:
+            base = self.cx.builder.add(lo, self.cx.builder.mul(r, w))
+
+            def lane(ln: ir.Value) -> None:
+                self.lane = ln
+                body(self.cx.builder.add(base, ln))
+
+            for_range(self.cx.builder, ir.Constant(I64, 0), w, lane, name=f"lane{li}")
+
+        for_range(b, ir.Constant(I64, 0), rounds, one_round, name=f"round{li}")
+
+        def last(ln: ir.Value) -> None:
+            self.lane = ln
+            body(self.cx.builder.add(full_end, ln))
+
+        for_range(self.cx.builder, ir.Constant(I64, 0), self.cx.builder.sub(hi, full_end), last, name=f"tail{li}")
+        self.lane = None
 
     def _fill(self, node: Any, value: Any, base: ir.Value | None = None) -> None:
         b = self.cx.builder
@@ -952,9 +1007,21 @@ class KernelEmitter:
             else:
                 r = REDUCERS[t.red_op]
                 ad = r.acc_dtype(t.node.dtype)
-                slot = self.acc.get(id(t), (None,))[0] or cx.alloca(ll_type(ad), "acc")
-                cx.builder.store(cx.const(r.identity(ad), ad), slot)
+                if self._in_lanes(t):  # one accumulator per lane
+                    W = self.plan.lanes
+                    slot = self.acc.get(id(t), (None,))[0] or cx.alloca(ir.ArrayType(ll_type(ad), W), "lanes")
+                    for ln in range(W):
+                        cx.builder.store(cx.const(r.identity(ad), ad),
+                                         cx.builder.gep(slot, [ir.Constant(I64, ln)], source_etype=ll_type(ad)))
+                else:
+                    slot = self.acc.get(id(t), (None,))[0] or cx.alloca(ll_type(ad), "acc")
+                    cx.builder.store(cx.const(r.identity(ad), ad), slot)
                 self.acc[id(t)] = (slot,)
+
+    def _in_lanes(self, t: Task) -> bool:
+        """Whether reduce task `t` accumulates in lanes (a float sum or product of a `lanes` kernel)."""
+        return (self.plan.lanes > 1 and t.kind == "reduce" and t.red_op in ("sum", "prod")
+                and _is_float(REDUCERS[t.red_op].acc_dtype(t.node.dtype)))
 
     def _finish_accs(self, tasks: list[Task]) -> None:
         cx = self.cx
@@ -967,7 +1034,16 @@ class KernelEmitter:
             else:
                 r = REDUCERS[t.red_op]
                 ad = r.acc_dtype(t.node.dtype)
-                val = b.load(self.acc[id(t)][0], typ=ll_type(ad))
+                if self._in_lanes(t):
+                    # the lanes combined by a fixed pairwise tree: (l0+l1)+(l2+l3), ...
+                    slot = self.acc[id(t)][0]
+                    vals = [b.load(b.gep(slot, [ir.Constant(I64, ln)], source_etype=ll_type(ad)), typ=ll_type(ad))
+                            for ln in range(self.plan.lanes)]
+                    while len(vals) > 1:
+                        vals = [r.combine(cx, vals[i], vals[i + 1], ad, ordered=True) for i in range(0, len(vals), 2)]
+                    val = vals[0]
+                else:
+                    val = b.load(self.acc[id(t)][0], typ=ll_type(ad))
                 od = t.node.dtype
                 if self.plan.partials:
                     # 8-byte slot ri of this thread's partial results
@@ -1004,7 +1080,11 @@ class KernelEmitter:
                 vv = cx.cast(v, t.value.dtype, ad)
                 if self.plan.register:
                     slot = self.acc[id(t)][0]
-                    b.store(r.combine(cx, b.load(slot, typ=ll_type(ad)), vv, ad), slot)
+                    if self._in_lanes(t):  # this element's lane, in order
+                        slot = b.gep(slot, [self.lane], source_etype=ll_type(ad))
+                        b.store(r.combine(cx, b.load(slot, typ=ll_type(ad)), vv, ad, ordered=True), slot)
+                    else:
+                        b.store(r.combine(cx, b.load(slot, typ=ll_type(ad)), vv, ad), slot)
                 else:
                     mt = mem_type(t.node.dtype)
                     base = self.red_base.get(id(t))

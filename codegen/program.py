@@ -196,7 +196,15 @@ def _decide_chunks(k: Kernel, plan: L.LoopPlan) -> None:
         if "argmax" in kinds:
             return
         plan.partials = True
-    plan.chunks = split_range(plan.extents[0], REDUCTION_CHUNKS)
+    # Chunks cut the outer loop's first axis (whole rows of the axes merged into it, which fusion may or may
+    # not merge), on whole lane rounds when the outer loop is the lane loop: the pieces of a sum are fixed
+    # by the reduction's shape alone.
+    extent = plan.extents[0]
+    unit = extent // k.domain[plan.groups[0][0]]
+    step = -(-k.domain[plan.groups[0][0]] // REDUCTION_CHUNKS) * unit
+    if plan.lanes > 1 and len(plan.groups) == 1:
+        step = -(-step // plan.lanes) * plan.lanes
+    plan.chunks = [(lo, min(extent, lo + step)) for lo in range(0, extent, step)]
 
 
 def split_range(extent: int, pieces: int) -> list[tuple[int, int]]:

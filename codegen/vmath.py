@@ -1060,11 +1060,15 @@ def _libmvec_call(builder: ir.IRBuilder, name: str, args, kind: str):
     vname = f"_ZGV{isa}N{vf}{params}_{scalar_name}"
     vty = ir.VectorType(ty, vf)
     vfn = _declare(module, vname, ir.FunctionType(vty, [vty] * len(args)))
-    variants = _module_variants(module)
-    if vfn not in variants:
-        variants.append(vfn)
-    _update_compiler_used(module, variants)
     wrapper = _mvec_scalar(module, f"sg_mvec_{scalar_name}", vfn, ty, vf, len(args))
+    variants = _module_variants(module)
+    # The wrapper is listed too: a used function keeps its signature, which the call site's VFABI
+    # attribute describes (interprocedural constant propagation once dropped a constant pow exponent
+    # from it, and the vectorizer then built an invalid call).
+    for f in (vfn, wrapper):
+        if f not in variants:
+            variants.append(f)
+    _update_compiler_used(module, variants)
     call = builder.call(wrapper, list(args))
     call.attributes = _OpenCallAttributes()
     call.attributes.add(f'"vector-function-abi-variant"="_ZGV_LLVM_N{vf}{params}_{wrapper.name}({vname})"')

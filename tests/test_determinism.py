@@ -172,3 +172,55 @@ def test_training_step_same_bits_under_every_thread_count(monkeypatch):
         if ref is None:
             ref = out
         assert leaves_equal(out, ref), (threads, strategy)
+
+
+# ----- the association of a compiled sum is the documented one -----
+
+
+def _lane_sum(x: np.ndarray, lanes: int = 16) -> np.float64:
+    """Element j to lane j mod lanes, each lane in order, lanes combined by a pairwise tree (float64)."""
+    acc = [np.float64(0.0)] * lanes
+    for j, v in enumerate(x.astype(np.float64)):
+        acc[j % lanes] = acc[j % lanes] + v
+    while len(acc) > 1:
+        acc = [acc[i] + acc[i + 1] for i in range(0, len(acc), 2)]
+    return acc[0]
+
+
+def _chunked_lane_sum(x: np.ndarray, lanes: int = 16, chunks: int = 8) -> np.float64:
+    step = -(-(-(-x.size // chunks)) // lanes) * lanes
+    total = None
+    for lo in range(0, x.size, step):
+        part = _lane_sum(x[lo:lo + step], lanes)
+        total = part if total is None else total + part
+    return total
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 1000, 4099])
+def test_a_small_sum_is_lanes_then_a_pairwise_tree(n):
+    x = _rng(n).standard_normal(n) * 10.0 ** _rng(n + 1).integers(-8, 8, n)  # rounding-sensitive magnitudes
+    got = sg.compile(lambda x: np.sum(x))(x)
+    assert got == _lane_sum(x), (got, _lane_sum(x), np.sum(x))
+
+
+@pytest.mark.parametrize("n", [40_000, 100_003])
+def test_a_large_sum_is_chunks_of_lanes_added_in_chunk_order(n):
+    from codegen import lower, program
+
+    x = _rng(n).standard_normal(n) * 10.0 ** _rng(n + 1).integers(-8, 8, n)
+    want = _chunked_lane_sum(x, lower.REDUCTION_LANES, program.REDUCTION_CHUNKS)
+    for t in THREADS:
+        g = sg.simplify(sg.trace(lambda x: np.sum(x), x))
+        assert codegen.compile_graph(g, nthreads=t).run([x])[0] == want, t
+
+
+def test_row_sums_do_not_depend_on_what_is_fused_with_them():
+    """sum(x*x, axis=1) alone, next to a column sum of x.T, and inside a larger expression: the same bits."""
+    x = _rng(30).standard_normal((300, 100)).astype(np.float32) * 1e3
+    alone = sg.compile(lambda x: np.sum(x * x, axis=1))(x)
+    with_other, _ = sg.compile(lambda x: (np.sum(x * x, axis=1), np.sum(x.T * 2.0, axis=0)))(x)
+    summed, _ = sg.compile(lambda x: (np.sum(x * x, axis=1), np.tanh(x)))(x)
+    np.testing.assert_array_equal(alone, with_other)
+    np.testing.assert_array_equal(alone, summed)
+    want = np.array([np.float32(_lane_sum((r * r))) for r in x])
+    np.testing.assert_array_equal(alone, want)
