@@ -26,7 +26,7 @@ import numpy as np
 
 from . import lax as L
 from .errors import ShapeError, SymgraphError
-from .ir import Node, current_builder, meta, role, source_location, toposort
+from .ir import Node, current_builder, meta, role, source_location, toposort, tracing_active
 from .ops.linalg import parse_einsum
 from .tree import tree_flatten, tree_unflatten
 
@@ -395,8 +395,8 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
 
     @functools.wraps(f)
     def vf(*args: Any) -> Any:
-        if any(isinstance(x, Node) for x in tree_flatten(args)[0]):
-            return inline(*args)
+        if tracing_active() or any(isinstance(x, Node) for x in tree_flatten(args)[0]):
+            return inline(*args)  # into the graph being traced (f may close over its values)
         from .transforms import _run
 
         return _run(inline, args, fname)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .errors import DTypeError, ShapeError, SymgraphError
-from .ir import Graph, Node
+from .ir import Graph, Node, tracing_active
 from .lax import ClosedOverArrays
 from .random import NumpyRandomWatch
 from .tracing import check_args, trace
@@ -286,8 +286,9 @@ class CompiledFunction:
 
     def _call_slow(self, args: tuple, kwargs: dict) -> Any:
         leaves, _ = tree_flatten((args, kwargs))
-        if any(isinstance(x, Node) for x in leaves):
-            # Inside a trace (grad, trace, an outer compile): a graph transform, inline.
+        if tracing_active() or any(isinstance(x, Node) for x in leaves):
+            # Inside a trace (grad, trace, an outer compile): a graph transform, inline (the function
+            # may close over the outer trace's values, which a separately compiled graph could not read).
             return self.fn(*args, **kwargs)
         dyn, statics, kwargs = self._split(args, kwargs)
         static_pos = {i for i, _ in statics}

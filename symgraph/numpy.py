@@ -459,6 +459,7 @@ amin = min
 
 def mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
     """Arithmetic mean over axis (sum / count); integers give float64."""
+    x = x if isinstance(x, Node) else _np.asarray(x)
     x = L.to_float(x) if dtype is None else L.cast(x, dtype)
     axes = normalize_axes(axis, _ndim(x), op="mean")
     n = int(_np.prod([_shape(x)[a] for a in axes], dtype=_np.int64))
@@ -467,7 +468,7 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) ->
 
 def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
     """Variance: mean of squared deviations (two-pass, stable)."""
-    x = L.to_float(x)
+    x = L.to_float(x if isinstance(x, Node) else _np.asarray(x))
     axes = normalize_axes(axis, _ndim(x), op="var")
     n = int(_np.prod([_shape(x)[a] for a in axes], dtype=_np.int64))
     d = subtract(x, mean(x, axis, keepdims=True))
@@ -475,8 +476,15 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
-    """Standard deviation sqrt(var)."""
-    return sqrt(var(x, axis, keepdims, ddof))
+    """Standard deviation sqrt(var); where the variance is 0 (one element, or equal ones) its derivative is 0.
+
+    The derivative there is 0/0 by the chain rule (sqrt's derivative is
+    infinite at 0, the variance's is 0); 0 is the subgradient convention of
+    `norm` at 0 and what autograd returns, never NaN.
+    """
+    v = var(x, axis, keepdims, ddof)
+    pos = greater(v, 0.0)
+    return where(pos, sqrt(where(pos, v, 1.0)), 0.0)
 
 
 def argmax(x: Any, axis: Any = None) -> Any:
@@ -734,13 +742,13 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
 
 def hstack(arrays: Sequence[Any]) -> Any:
     """Concatenate along axis 1 (axis 0 for 1-d)."""
-    arrays = list(arrays)
+    arrays = [reshape(a, (1,)) if _ndim(a) == 0 else a for a in arrays]  # np.atleast_1d
     return concatenate(arrays, axis=0 if _ndim(arrays[0]) == 1 else 1)
 
 
 def vstack(arrays: Sequence[Any]) -> Any:
-    """Concatenate along axis 0 (1-d arrays become rows)."""
-    return concatenate([reshape(a, (1, -1)) if _ndim(a) == 1 else a for a in arrays], axis=0)
+    """Concatenate along axis 0 (1-d arrays become rows, 0-d ones 1x1: np.atleast_2d)."""
+    return concatenate([reshape(a, (1, -1)) if _ndim(a) <= 1 else a for a in arrays], axis=0)
 
 
 def take(x: Any, indices: Any, axis: Any = None) -> Any:

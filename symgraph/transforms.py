@@ -20,7 +20,7 @@ import numpy as np
 from . import lax as L
 from .autodiff import fresh, is_float, jvp_nodes, vjp_nodes
 from .errors import DTypeError, NonScalarOutputError, ShapeError, SymgraphError
-from .ir import Node
+from .ir import Node, tracing_active
 from .tracing import _leaf_problem, arg_leaf_names, as_output, check_args, leaf_spec, trace
 from .tree import tree_flatten, tree_map, tree_unflatten
 
@@ -39,7 +39,14 @@ config = _Config()
 
 
 def _any_traced(tree: Any) -> bool:
-    return any(isinstance(x, Node) for x in tree_flatten(tree)[0])
+    """Whether a transformation builds into the graph being traced instead of tracing its own.
+
+    True when an argument is traced, and also whenever a trace is active: the
+    function may close over the outer trace's values
+    (``x * sg.grad(lambda y: x * y)(2.0)``), which a separate graph could not
+    read. Inside a trace the result is then a traced value, as in JAX.
+    """
+    return tracing_active() or any(isinstance(x, Node) for x in tree_flatten(tree)[0])
 
 
 def _normalize_argnums(argnums: int | Sequence[int], nargs: int, fname: str) -> tuple[tuple[int, ...], bool]:
@@ -103,6 +110,8 @@ def _scalar_output(out: Any, fname: str) -> Node:
         raise NonScalarOutputError(f"{fname}: the function returned {len(leaves)} arrays; {what} needs a single "
                                    f"scalar output (use has_aux=True for auxiliary outputs, or jacobian/vjp)")
     o = as_output(leaves[0], 0)
+    if o.size == 1 and o.shape != ():
+        o = L.reshape(o, ())  # one element of shape (1,) or (1, 1): a scalar, as autograd takes it
     if o.shape != ():
         raise NonScalarOutputError(f"{fname}: the function output has shape {o.shape}; {what} needs a scalar output "
                                    f"(reduce it with sum/mean, or use sg.jacobian or sg.vjp)")
@@ -119,9 +128,10 @@ def _value_and_grad_inline(f: Callable, args: tuple, nums: tuple[int, ...], sing
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
             raise SymgraphError(f"{fname}: has_aux=True needs the function to return a pair (output, aux)")
         res, aux = res
-    out = _scalar_output(res, fname)
+    scalar = _scalar_output(res, fname)
+    out = as_output(tree_flatten(res)[0][0], 0)  # the value as the function returned it ((1,) stays (1,))
     flat_wrt = [x for leaves in fl for x in leaves]
-    cts = vjp_nodes([out], [L.full_like(out, 1.0)], flat_wrt)
+    cts = vjp_nodes([scalar], [L.full_like(scalar, 1.0)], flat_wrt)
     it = iter(L.zeros_like(w) if c is None else c for w, c in zip(flat_wrt, cts))
     grads = tuple(tree_unflatten(td, [next(it) for _ in leaves]) for td, leaves in zip(trees, fl))
     g = grads[0] if single else grads
