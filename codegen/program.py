@@ -53,14 +53,28 @@ REDUCTION_CHUNKS = 8
 RELEASE_GIL_WORK = 1 << 14  # estimated operations above which the entry releases the GIL
 
 
+#: The most threads SYMGRAPH_NUM_THREADS may ask for (the pool has at most 63 workers besides the caller).
+MAX_THREADS = 64
+
+
 def num_threads() -> int:
-    """Threads for large kernels: SYMGRAPH_NUM_THREADS, else the CPUs this process may use (at most 8)."""
+    """Threads for large kernels: SYMGRAPH_NUM_THREADS (1 to `MAX_THREADS`; other values warn), else the CPUs
+    this process may use (at most 8)."""
     env = os.environ.get("SYMGRAPH_NUM_THREADS")
     if env:
         try:
-            return max(1, int(env))
+            n = int(env)
         except ValueError:
-            pass
+            n = 0
+        if n < 1 or n > MAX_THREADS:
+            import warnings
+
+            warnings.warn(f"SYMGRAPH_NUM_THREADS={env!r} is not a whole number from 1 to {MAX_THREADS}; "
+                          f"using {min(max(n, 1), MAX_THREADS) if n else 'the usable CPUs'}", UserWarning, stacklevel=2)
+            if n:
+                return min(max(n, 1), MAX_THREADS)
+        else:
+            return n
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux

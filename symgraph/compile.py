@@ -17,13 +17,14 @@ import inspect
 import logging
 import threading
 import time
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .errors import DTypeError, ShapeError, SymgraphError
 from .ir import Graph, Node, tracing_active
-from .lax import ClosedOverArrays
+from .closures import ClosedOverArrays
 from .random import NumpyRandomWatch
 from .tracing import check_args, trace
 from .tree import tree_flatten, tree_unflatten
@@ -31,6 +32,8 @@ from .tree import tree_flatten, tree_unflatten
 __all__ = ["compile", "CompiledFunction", "run_pipeline", "BACKENDS"]
 
 log = logging.getLogger("symgraph.compile")
+#: After this many compiles caused by changed closed-over values, `CompiledFunction` warns once.
+CLOSURE_RECOMPILE_WARN = 8
 
 BACKENDS = ("llvm", "numpy")
 
@@ -236,6 +239,7 @@ class CompiledFunction:
         self._last: _Signature | None = None
         self._last_key: tuple | None = None
         self._warned_random = False  # np.random drawn while tracing: warned once (`NumpyRandomWatch`)
+        self._closure_recompiles = 0  # compiles again because closed-over values changed (`ClosedOverArrays`)
         # name, doc and __wrapped__ only: the __dict__ of a wrapper of another CompiledFunction (sg.grad of
         # it, functools.wraps) holds that one's fn and caches, which would replace this one's
         functools.update_wrapper(self, fn, updated=())
@@ -297,9 +301,17 @@ class CompiledFunction:
         key = (dtree, tuple(specs), statics)
         sig = self._cache.get(key)
         if sig is not None and sig.closed_over is not None and sig.closed_over.changed():
-            # an array the function closes over was written since it was traced: its old contents are
+            # a value the function closes over changed since it was traced: its old contents are
             # constants of the compiled code, so trace and compile again (docs/tracing.md, "Closed-over arrays")
             log.debug("compile(%s): recompiling, a closed-over array changed", self._name)
+            self._closure_recompiles += 1
+            if self._closure_recompiles == CLOSURE_RECOMPILE_WARN:
+                code = getattr(inspect.unwrap(self.fn), "__code__", None)
+                warnings.warn_explicit(
+                    f"compile({self._name}): compiled {CLOSURE_RECOMPILE_WARN} more times because arrays or numbers "
+                    f"it closes over changed; each change traces and compiles again. Pass values that change "
+                    f"between calls as arguments.", UserWarning,
+                    code.co_filename if code else "<unknown>", code.co_firstlineno if code else 0)
             with self._lock:
                 if self._cache.get(key) is sig:
                     del self._cache[key]
@@ -366,7 +378,7 @@ class CompiledFunction:
 
             fn.__name__ = getattr(base, "__name__", "f")
             dyn = tuple(dyn) + (tuple(kwargs[k] for k in kw_names),)
-        with ClosedOverArrays() as closed_over, NumpyRandomWatch(self.fn) as rng_watch:
+        with ClosedOverArrays(self.fn) as closed_over, NumpyRandomWatch(self.fn) as rng_watch:
             g = trace(fn, *dyn, name=self._name)
         if rng_watch.drawn and not self._warned_random:
             self._warned_random = True

@@ -16,11 +16,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .closures import ClosedOverArrays
 from .errors import DTypeError, ShapeError
 from .ir import ConstValue, Node, current_builder
 from .ops.core import OPS, broadcast_shapes, normalize_axes
 
-__all__ = ["bind", "asnode", "constant", "is_node", "ClosedOverArrays"]
+__all__ = ["bind", "asnode", "constant", "is_node"]
 
 
 def is_node(x: Any) -> bool:
@@ -41,56 +42,12 @@ def bind(name: str, /, *inputs: Any, tag: Any = None, **attrs: Any) -> Any:
     return current_builder().make(op, ins, attrs, tag)
 
 
-class ClosedOverArrays:
-    """The NumPy arrays that became constants while it is active: their contents are part of what was traced.
-
-    `compile` traces inside ``with ClosedOverArrays() as c:`` and, before each
-    later call, asks `c.changed()`: an array written since (``X[:] = 2.0``)
-    makes it trace and compile again, so a closed-over array never gives a
-    stale result. Arrays are held by weak reference (one that is gone can no
-    longer change) with a copy of their bytes; 0-d arrays, NumPy scalars and
-    Python numbers are values, not captured. Nested uses keep the outermost.
-    """
-
-    _active: list["ClosedOverArrays"] = []
-
-    def __init__(self) -> None:
-        self.arrays: dict[int, tuple[Any, bytes]] = {}  # id -> (weakref to the array, its bytes when traced)
-
-    def __enter__(self) -> "ClosedOverArrays":
-        self._active.append(self)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._active.remove(self)
-
-    def note(self, a: np.ndarray) -> None:
-        if id(a) not in self.arrays and a.ndim and a.flags.writeable:
-            import weakref
-
-            self.arrays[id(a)] = (weakref.ref(a), a.tobytes())
-
-    def prune(self) -> int:
-        """Forget the arrays that no longer exist; how many are left."""
-        self.arrays = {k: v for k, v in self.arrays.items() if v[0]() is not None}
-        return len(self.arrays)
-
-    def changed(self) -> bool:
-        """Whether an array noted while tracing holds other bytes now (cost: one comparison of its bytes)."""
-        for ref, data in self.arrays.values():
-            a = ref()
-            if a is not None and (a.nbytes != len(data) or
-                                  (memoryview(a).cast("B") if a.flags.c_contiguous else a.tobytes()) != data):
-                return True
-        return False
-
-
 def constant(value: Any, dtype: Any = None) -> Node:
     """A constant node holding `value` (a copy, read-only)."""
     if isinstance(value, Node):
         return value if dtype is None or value.dtype == np.dtype(dtype) else cast(value, dtype)
-    if ClosedOverArrays._active and type(value) is np.ndarray:
-        ClosedOverArrays._active[0].note(value)
+    if ClosedOverArrays._active and isinstance(value, np.ndarray):
+        ClosedOverArrays._active[0].note(value)  # a closed-over array (or a view of one): checked per call
     return current_builder().make(OPS["constant"], (), {"value": ConstValue(value, dtype)})
 
 

@@ -17,14 +17,15 @@ values become constants of the compiled code, and `compile` warns once.
 
 from __future__ import annotations
 
+import inspect
 import math
-import types
 import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from . import numpy as snp
+from .closures import reachable
 from .errors import DTypeError, ShapeError, UnsupportedOpError
 from .ir import Node
 
@@ -76,17 +77,19 @@ def key(seed: int) -> np.uint64:
     """A key from an integer seed.
 
     Args:
-        seed: a Python or NumPy integer (any size; taken modulo 2**64).
+        seed: a Python or NumPy integer in [-2**63, 2**64) (negative seeds are taken modulo 2**64).
 
     Returns:
         A NumPy uint64 scalar: pass it to the draws, or as an argument of a
         compiled function.
 
     Raises:
-        DTypeError: the seed is not an integer.
+        DTypeError: the seed is not an integer, or does not fit in 64 bits.
     """
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
         raise DTypeError(f"sg.random.key: the seed must be an integer, got {type(seed).__name__}")
+    if not -(1 << 63) <= int(seed) < (1 << 64):
+        raise DTypeError(f"sg.random.key: the seed {seed} does not fit in 64 bits (int64 or uint64)")
     u = snp.random_uniform(np.uint64(int(seed) % (1 << 64)), (), salt=_SPLIT_SALT)
     return np.uint64(_bits_to_keys(u))
 
@@ -196,9 +199,12 @@ def categorical(key: Any, logits: Any, axis: int = -1) -> Any:
         An int64 array of logits' shape without `axis`.
 
     Raises:
-        DTypeError: a bad key.
+        DTypeError: a bad key. ShapeError: no categories (a 0-d logits or an empty axis).
     """
     shape = logits.shape if isinstance(logits, Node) else np.shape(logits)
+    ax = axis % len(shape) if shape else 0
+    if not shape or shape[ax] == 0:
+        raise ShapeError(f"sg.random.categorical: logits of shape {tuple(shape)} have no categories along axis {axis}")
     u = snp.random_uniform(_check_key(key, "categorical"), tuple(shape), salt=_GUMBEL_SALT)
     u = snp.add(snp.multiply(u, 1.0 - 2.0 ** -53), 2.0 ** -54)  # in (0, 1): the Gumbel noise is finite
     gumbel = snp.negative(snp.log(snp.negative(snp.log(u))))
@@ -217,10 +223,13 @@ def permutation(key: Any, n: int) -> np.ndarray:
     Raises:
         UnsupportedOpError: a traced key (symgraph has no sort in graphs yet:
             draw the permutation outside the compiled function and pass it in).
+        ShapeError: n is negative or not an integer.
     """
     if isinstance(key, Node):
         raise UnsupportedOpError("sg.random.permutation: the key is traced, and symgraph has no sort in graphs yet; "
                                  "draw the permutation outside the compiled function and pass it as an argument")
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ShapeError(f"sg.random.permutation: n must be a non-negative integer, got {n!r}")
     u = snp.random_uniform(_check_key(key, "permutation"), (int(n),), salt=_PERMUTATION_SALT)
     return np.argsort(u, kind="stable").astype(np.int64)
 
@@ -243,10 +252,10 @@ class NumpyRandomWatch:
     """``with NumpyRandomWatch(fn) as w:`` around a trace; afterwards `w.drawn` names the generators drawn from.
 
     Watched: NumPy's global generator (``np.random.normal`` and friends), the
-    ``numpy.random.Generator`` / ``RandomState`` objects that `fn` reaches
-    through its closure, defaults and the globals it names (following
-    ``__wrapped__``, nested functions and closed-over functions a few levels
-    deep), and generators made by ``np.random.default_rng`` during the trace.
+    ``numpy.random.Generator`` / ``RandomState`` objects that `fn` reaches by
+    name (`symgraph.closures.reachable`: closure, globals, defaults, a bound
+    method's attributes, one level into containers, functions it reaches), and
+    unseeded generators made by ``np.random.default_rng()`` during the trace.
     A generator is "drawn from" when its state changed.
     """
 
@@ -256,7 +265,11 @@ class NumpyRandomWatch:
 
     def __enter__(self) -> "NumpyRandomWatch":
         self._global = _global_state()
-        self._gens = [(name, g, _gen_state(g)) for name, g in _generators_reached(self.fn)]
+        gens: dict[int, tuple[str, Any]] = {}
+        for binding, v in reachable(self.fn):
+            if isinstance(v, (np.random.Generator, np.random.RandomState)):
+                gens.setdefault(id(v), (binding.label, v))
+        self._gens = [(name, g, _gen_state(g)) for name, g in gens.values()]
         self._made: list[Any] = []
         self._default_rng = np.random.default_rng
         made = self._made
@@ -264,7 +277,8 @@ class NumpyRandomWatch:
 
         def default_rng(*args: Any, **kwargs: Any) -> Any:
             g = original(*args, **kwargs)
-            made.append(g)
+            if (args[0] if args else kwargs.get("seed")) is None:  # seeded ones repeat in NumPy too
+                made.append(g)
             return g
 
         np.random.default_rng = default_rng
@@ -278,11 +292,11 @@ class NumpyRandomWatch:
             if not _same_state(_gen_state(g), state):
                 self.drawn.append(f"the generator {name!r}")
         if self._made:
-            self.drawn.append("a generator made by np.random.default_rng() inside the function")
+            self.drawn.append("an unseeded generator made by np.random.default_rng() inside the function")
 
     def warn(self, what: str) -> None:
         """Warn (category `FrozenRandomnessWarning`) at `fn`'s definition that `self.drawn` are frozen."""
-        code = getattr(_unwrap(self.fn), "__code__", None)
+        code = getattr(inspect.unwrap(self.fn), "__code__", None)
         filename = code.co_filename if code is not None else "<unknown>"
         lineno = code.co_firstlineno if code is not None else 0
         msg = (f"{what}: {' and '.join(self.drawn)} was drawn from while the function was traced; the values "
@@ -306,52 +320,3 @@ def _same_state(a: Any, b: Any) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.array_equal(a, b)
     return a == b
-
-
-def _unwrap(fn: Any) -> Any:
-    seen = 0
-    while hasattr(fn, "__wrapped__") and seen < 16:
-        fn, seen = fn.__wrapped__, seen + 1
-    return fn
-
-
-def _code_names(code: types.CodeType, depth: int = 0) -> set[str]:
-    names = set(code.co_names)
-    if depth < 4:
-        for c in code.co_consts:
-            if isinstance(c, types.CodeType):
-                names |= _code_names(c, depth + 1)
-    return names
-
-
-def _generators_reached(fn: Any, depth: int = 0, seen: set | None = None) -> list[tuple[str, Any]]:
-    """(name, generator) pairs that `fn` can reach: closure cells, defaults, named globals, wrapped functions."""
-    seen = set() if seen is None else seen
-    out: list[tuple[str, Any]] = []
-    for f in {id(fn): fn, id(_unwrap(fn)): _unwrap(fn), id(getattr(fn, "fn", None)): getattr(fn, "fn", None)}.values():
-        if not isinstance(f, types.FunctionType) or id(f) in seen:
-            continue
-        seen.add(id(f))
-        code = f.__code__
-        cand: list[tuple[str, Any]] = []
-        cells = f.__closure__ or ()
-        cand += [(n, c.cell_contents) for n, c in zip(code.co_freevars, cells) if _filled(c)]
-        cand += [(f"default {i}", d) for i, d in enumerate(f.__defaults__ or ())]
-        cand += [(n, f.__globals__[n]) for n in _code_names(code) if n in f.__globals__]
-        for name, v in cand:
-            if isinstance(v, (np.random.Generator, np.random.RandomState)):
-                if all(v is not g for _, g in out):
-                    out.append((name, v))
-            elif depth < 3 and (isinstance(v, types.FunctionType) or hasattr(v, "__wrapped__")):
-                for item in _generators_reached(v, depth + 1, seen):
-                    if all(item[1] is not g for _, g in out):
-                        out.append(item)
-    return out
-
-
-def _filled(cell: Any) -> bool:
-    try:
-        cell.cell_contents
-    except ValueError:
-        return False
-    return True

@@ -249,7 +249,15 @@ def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
         out_leaves, out_tree = tree_flatten(out)
         outputs = [as_output(o, i) for i, o in enumerate(out_leaves)]
     del b
-    return Graph(inputs, outputs, in_tree, out_tree, name=name or getattr(f, "__name__", "f"))
+    g = Graph(inputs, outputs, in_tree, out_tree, name=name or getattr(f, "__name__", "f"))
+    own = {id(x) for x in inputs}
+    for n in g.toposort():  # (cached on the graph: the passes that follow reuse the order)
+        if n.op.name == "input" and id(n) not in own:
+            raise TracerConversionError(
+                f"{g.name}: the result depends on a traced value of another trace (input {n.attr('name')!r}, "
+                f"shape {n.shape}, dtype {n.dtype}) that escaped it (through a list, a global, an attribute or a "
+                f"closure). Return values from the function that computes them and pass them in as arguments.")
+    return g
 
 
 def as_output(o: Any, i: int) -> Node:
@@ -325,7 +333,7 @@ Node.__invert__ = _unary("invert")  # type: ignore[method-assign]
 
 
 def _conversion_error(what: str, fix: str) -> Callable:
-    def fn(self: Node, *a: Any) -> Any:
+    def fn(self: Node, *a: Any, **k: Any) -> Any:
         raise TracerConversionError(
             f"{what} needs a concrete value, but this is a traced value of shape {self.shape} and dtype "
             f"{self.dtype} (op {self.op.name}). {fix}"
@@ -345,7 +353,10 @@ Node.__complex__ = _conversion_error("complex()", "Complex numbers are not suppo
 Node.__index__ = _conversion_error("Using a traced value as a Python integer (range(n), a list index, a shape)",
                                    "Use integer-array indexing (x[idx] with an integer array) for gathers. "
                                    + _STATIC_FIX)  # type: ignore[method-assign]
-Node.__array__ = _conversion_error("np.asarray() / conversion to a NumPy array", "Use NumPy functions on the traced value directly (they trace), or return it from the function.")  # type: ignore[method-assign]
+Node.__array__ = _conversion_error("np.asarray() / conversion to a NumPy array (also np.arange(n), np.zeros(n) and "
+                                   "other functions that take a traced value as a size)",
+                                   "Use NumPy functions on the traced value directly (they trace), or return it from "
+                                   "the function. " + _STATIC_FIX)  # type: ignore[method-assign]
 
 
 def _setitem(self: Node, idx: Any, value: Any) -> None:

@@ -116,3 +116,40 @@ def test_no_warning_without_np_random():
         sg.compile(lambda x, k: x + sg.random.normal(k, (3,)))(np.zeros(3), k)
         sg.compile(lambda x: np.tanh(x))(np.zeros(3))
     assert not _frozen(rec)
+
+
+def test_generators_reached_through_self_or_a_dict_warn_and_seeded_default_rng_does_not():
+    class Model:
+        def __init__(self):
+            self.rng = np.random.default_rng(0)
+
+        def noisy(self, x):
+            return x + self.rng.normal(size=x.shape)
+
+    gens = {"rng": np.random.default_rng(1)}
+
+    def from_dict(x):
+        return x + gens["rng"].normal(size=x.shape)
+
+    def seeded(x):
+        return x + np.random.default_rng(42).normal(size=x.shape)   # the same numbers in NumPy too
+
+    for fn, what in ((Model().noisy, "self.rng"), (from_dict, "gens['rng']"), (seeded, None)):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            sg.compile(fn)(np.zeros(3))
+        w = _frozen(rec)
+        if what is None:
+            assert not w
+        else:
+            assert len(w) == 1 and what in str(w[0].message)
+
+
+def test_more_bad_input():
+    with pytest.raises(sg.DTypeError, match="64 bits"):
+        sg.random.key(2 ** 70)
+    assert sg.random.key(-1) == sg.random.key(2 ** 64 - 1)   # int64 -1 and uint64 max are the same 64 bits
+    with pytest.raises(sg.ShapeError, match="non-negative"):
+        sg.random.permutation(sg.random.key(0), -1)
+    with pytest.raises(sg.ShapeError, match="no categories"):
+        sg.random.categorical(sg.random.key(0), np.zeros((3, 0)))

@@ -72,3 +72,21 @@ def test_escaped_tracer_raises_at_first_use_naming_where_it_was_made():
                 lambda t: t.sum(), lambda t: -t, lambda t: t @ t):
         with pytest.raises(sg.TracerConversionError, match=r"escaped.*|made at .*test_tracer_methods\.py"):
             use(leaked[0])
+
+
+def test_an_escaped_tracer_used_in_a_later_trace_is_a_clear_error_everywhere():
+    leaked = []
+    sg.grad(lambda x: (leaked.append(np.tanh(x)), np.sum(leaked[-1]))[1])(np.ones(3))
+    uses = [lambda: sg.compile(lambda x: np.sum(x * leaked[0]))(np.ones(3)),
+            lambda: sg.compile(lambda x: np.sum(x * leaked[0]), backend="numpy")(np.ones(3)),
+            lambda: sg.grad(lambda x: np.sum(x * leaked[0]))(np.ones(3)),
+            lambda: sg.trace(lambda x: x * leaked[0], np.ones(3)),
+            lambda: sg.vmap(lambda x: x * leaked[0])(np.ones((2, 3)))]
+    for use in uses:
+        with pytest.raises(sg.TracerConversionError, match="escaped"):
+            use()
+
+
+def test_np_arange_of_a_traced_int_names_static_argnums():
+    with pytest.raises(sg.TracerConversionError, match="static_argnums"):
+        sg.compile(lambda n: np.arange(n))(5)
