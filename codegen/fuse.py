@@ -41,6 +41,7 @@ TRANSCENDENTALS = frozenset({"exp", "log", "log1p", "expm1", "sqrt", "sin", "cos
 #: Elementwise ops whose value is their (first) input: fused away entirely.
 IDENTITY_OPS = frozenset({"copy", "stop_gradient", "checkpoint_name", "remat_begin", "remat_end"})
 _EXPENSIVE = 8  # cost at or above which a value read by several kernels is materialized
+_COST_CLAMP = 1 << 30  # `_Builder.cost` saturates here (far above _EXPENSIVE)
 #: Largest estimated cost (sum of `expr_weight` over a loop body: 1 per cheap op, 3 per division,
 #: 8 per transcendental) of one fused loop kernel. Bigger bodies are cut by materializing
 #: intermediate values (`_Partitioner.split`): LLVM's optimizer is superlinear in function size,
@@ -54,11 +55,12 @@ MAX_KERNEL_COST = 1024
 #: sin/cos of one argument into one sincos call.
 MAX_SCALAR_KERNEL_COST = 32768
 #: Scalar programs whose loop tasks cost more than this in all (before any cut) are cut at
-#: `LARGE_SCALAR_KERNEL_COST` instead: they become many kernels either way, and LLVM's code
-#: generation of one function of cost 32768 is superlinear. On a 100,000-node scalar
-#: value-and-gradient chain (cost ~500,000) partitioning went from 21 s to 12 s and LLVM from 6.2 s
-#: to 3.0 s; at 200,000 nodes LLVM from 19 s to 6.6 s. Smaller programs are partitioned as before.
-LARGE_SCALAR_PROGRAM_COST = 8 * MAX_SCALAR_KERNEL_COST
+#: `LARGE_SCALAR_KERNEL_COST` instead: they become several kernels either way, and LLVM's code
+#: generation of one function of cost 32768 is superlinear when its transcendentals are inlined
+#: polynomials (tanh, exp). On the value and gradient of `bench.scale.mixed_chain`: 20,000 nodes
+#: (3 kernels of cost 32768) LLVM 5.2 s -> 1.8 s; 100,000 nodes partitioning 21 s -> 12 s and LLVM
+#: 6.2 s -> 2.3 s; 200,000 nodes LLVM 19 s -> 6.6 s. Smaller programs are partitioned as before.
+LARGE_SCALAR_PROGRAM_COST = 2 * MAX_SCALAR_KERNEL_COST
 LARGE_SCALAR_KERNEL_COST = 8192
 #: Products run side by side (`_Partitioner.pair_gemms`): each of at least this many flops (and no
 #: dimension under PAIR_MIN_DIM), the larger
@@ -436,6 +438,7 @@ class _Builder:
         self.memo: dict[tuple, Expr] = {}
         self.expr_node: dict[Expr, Node] = {}
         self.cost: dict[Expr, int] = {}
+        self._plain: dict[str, bool] = {}  # op name -> plain elementwise (`_run` needs no generator)
 
     # The builders below are generators: `v = yield (node, idx)` asks for the value of another
     # node; `_run` drives them with an explicit stack, so long fused chains never recurse.
@@ -452,29 +455,73 @@ class _Builder:
         return self._run(self._compute_gen(n, idx), None)
 
     def _run(self, gen: Any, key: Any) -> Expr:
-        stack = [(key, gen)]
+        # Frames are [key, generator, node, idx, args]; a plain elementwise node (most of a
+        # large graph) gets a frame without a generator (node, idx, the inputs' Exprs so far).
+        memo = self.memo
+        plain = self._plain
+        stack = [[key, gen, None, None, None]]
         send: Any = None
         while stack:
-            k, g = stack[-1]
-            try:
-                req = g.send(send)
-            except StopIteration as stop:
-                stack.pop()
-                send = stop.value
-                if k is not None:
-                    self.memo[k] = send
-                continue
-            e = self.memo.get(req)
-            if e is None:
-                e = self._leaf(*req)  # `_value_gen` without a generator for loads and constants
+            fr = stack[-1]
+            g = fr[1]
+            if g is None:
+                n, idx, args = fr[2], fr[3], fr[4]
+                if send is not None:
+                    args.append(send)
+                ins = n.inputs
+                req = None
+                while len(args) < len(ins):
+                    r = (ins[len(args)], idx)
+                    e = memo.get(r)
+                    if e is None:
+                        e = self._leaf(*r)
+                        if e is not None:
+                            memo[r] = e
+                    if e is None:
+                        req = r
+                        break
+                    args.append(e)
+                if req is None:
+                    stack.pop()
+                    send = memo[fr[0]] = self._elementwise(n, tuple(args))
+                    continue
+            else:
+                try:
+                    req = g.send(send)
+                except StopIteration as stop:
+                    stack.pop()
+                    send = stop.value
+                    if fr[0] is not None:
+                        memo[fr[0]] = send
+                    continue
+                e = memo.get(req)
+                if e is None:
+                    e = self._leaf(*req)  # `_value_gen` without a generator for loads and constants
+                    if e is not None:
+                        memo[req] = e
                 if e is not None:
-                    self.memo[req] = e
-            if e is not None:
-                send = e
-                continue
-            stack.append((req, self._compute_gen(*req)))
+                    send = e
+                    continue
+            op = req[0].op
+            p = plain.get(op.name)
+            if p is None:
+                p = plain[op.name] = (op.kind == "elementwise" and op.name != "random_uniform"
+                                      and not (op.extra and op.extra.get("identity_of_input") is not None))
+            if p:
+                stack.append([req, None, req[0], req[1], []])
+            else:
+                stack.append([req, self._compute_gen(*req), None, None, None])
             send = None
         return send
+
+    def _elementwise(self, n: Node, args: tuple) -> Expr:
+        """The Expr of elementwise node n (not random_uniform) on its inputs' Exprs."""
+        name = n.op.name
+        if name in IDENTITY_OPS:
+            return args[0]
+        e = Expr.make(name, args, n.attrs, n.dtype)
+        self._note(e, n, _cost_of_op(name) + sum(self.cost.get(a, 0) for a in args))
+        return e
 
     def _leaf(self, n: Node, idx: tuple[Aff, ...]) -> Expr | None:
         if n.op.name == "constant":
@@ -517,12 +564,7 @@ class _Builder:
             args = []
             for x in n.inputs:
                 args.append((yield (x, idx)))
-            args = tuple(args)
-            if name in IDENTITY_OPS:
-                return args[0]
-            e = Expr.make(name, args, n.attrs, n.dtype)
-            self._note(e, n, _cost_of_op(name) + sum(self.cost.get(a, 0) for a in args))
-            return e
+            return self._elementwise(n, tuple(args))
         if kind == "layout" or name in VIEW_OPS:
             return (yield from self._layout(n, idx))
         raise UnsupportedOpError(f"codegen: op {name!r} ({kind}) cannot be fused into a loop; "
@@ -530,7 +572,11 @@ class _Builder:
 
     def _note(self, e: Expr, n: Node, cost: int) -> None:
         self.expr_node.setdefault(e, n)
-        self.cost.setdefault(e, cost)
+        # The cost sums over every path below e, so it doubles with each step of a chain that reads
+        # its value twice (sin(x) * c + x): unclamped, a 400,000-node chain's costs were ints of up to
+        # hundreds of thousands of bits (gigabytes, and big-int additions). Only `cost >= _EXPENSIVE`
+        # is ever asked, and a sum of clamped costs clamped is the clamped sum: same answers.
+        self.cost.setdefault(e, cost if cost < _COST_CLAMP else _COST_CLAMP)
 
     def _layout(self, n: Node, idx: tuple[Aff, ...]) -> Any:
         name = n.op.name
