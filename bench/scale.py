@@ -1,6 +1,8 @@
 """Scale: nodes per second of every stage on 100,000-node graphs.
 
-``python -m bench.scale [--nodes 100000] [--compile-budget 60] [--json PATH]``
+``python -m bench.scale [--nodes 100000] [--compile-budget 60] [--json PATH]``;
+``python -m bench.scale --pipeline SHAPE --nodes N`` times `sg.compile`'s stages (LLVM included)
+on the value and gradient of `mixed_chain` (N nodes, no two steps alike) and prints JSON.
 
 Two graph families, each with `--nodes` forward nodes:
 
@@ -34,7 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["chain", "wide", "run_stages", "compile_sizes", "main"]
+__all__ = ["chain", "wide", "mixed_chain", "run_stages", "pipeline_stages", "compile_sizes", "main"]
 
 
 def chain(n: int) -> Callable:
@@ -63,6 +65,92 @@ def wide(n: int) -> Callable:
 
     f.__name__ = f"wide{n}"
     return f
+
+
+def mixed_chain(n: int) -> Callable:
+    """A scalar-to-scalar function whose traced graph has about n nodes and no two steps alike.
+
+    Step i of ``n * 12500 // 70836`` steps (5.67 nodes each, constants included) is one of
+    ``sin(x)*c + x*(1-c)``, the same with cos and tanh, ``exp(x*0.01c)*0.1 + x*(0.9-0.1c)``, a
+    product and a product plus a constant, by ``i % 6``, with ``c`` from the golden-ratio sequence:
+    simplification and common-subexpression elimination cannot shrink it, nor could loop rolling.
+    The result is summed, so ``value_and_grad`` applies to any argument shape.
+    """
+    steps = max(6, n * 12500 // 70836)
+
+    def f(x):
+        for i in range(steps):
+            c = 0.3 + 0.4 * ((i * 0.6180339887498949) % 1.0)
+            k = i % 6
+            if k == 0:
+                x = np.sin(x) * c + x * (1 - c)
+            elif k == 1:
+                x = np.cos(x) * c + x * (1 - c)
+            elif k == 2:
+                x = np.tanh(x) * c + x * (1 - c)
+            elif k == 3:
+                x = np.exp(x * (0.01 * c)) * 0.1 + x * (0.9 - 0.1 * c)
+            elif k == 4:
+                x = x * c + (1 - c) * 0.25 * x
+            else:
+                x = x * (0.9 + 0.1 * c) + 0.001 * c
+        return np.sum(x)
+
+    f.__name__ = f"mixed{n}"
+    return f
+
+
+def pipeline_stages(f: Callable, x: Any) -> dict:
+    """Time `sg.compile`'s stages one by one on ``value_and_grad(f)`` at x (LLVM included).
+
+    Returns:
+        seconds per stage (trace: tracing ``value_and_grad(f)``, which differentiates; simplify;
+        checkpoint: `apply_checkpoint(g, None)`, as `sg.compile` runs it; schedule; partition:
+        `codegen.fuse.partition`; ir: buffer planning, `program.build_module` and the module
+        text; llvm: `codegen.jit.compile_ir`), "total", node counts, "kernels", "rss_mb" (peak
+        of the process) and "value" (the compiled program's outputs at x).
+    """
+    import codegen
+    import symgraph as sg
+    from codegen import fuse, jit, program, runtime
+    from codegen.lower import vmath_module
+    from symgraph.passes.checkpoint import apply_checkpoint
+    from symgraph.passes.schedule import schedule
+
+    out: dict = {}
+    g, out["trace"] = _timed(lambda: sg.trace(sg.value_and_grad(f), x))
+    out["nodes_traced"] = len(g)
+    s, out["simplify"] = _timed(lambda: sg.simplify(g))
+    del g
+    out["nodes_simplified"] = len(s)
+    c, out["checkpoint"] = _timed(lambda: apply_checkpoint(s, None))
+    del s
+    order, out["schedule"] = _timed(lambda: schedule(c))
+    blas, vm = runtime.blas_library(), vmath_module()
+    prog, out["partition"] = _timed(lambda: fuse.partition(c, order, donate=frozenset(), blas=blas is not None))
+    out["kernels"] = len(prog.kernels)
+    light = all(k.size <= codegen.LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind == "loop")
+
+    def ir() -> tuple:
+        bp = program.plan_buffers(prog)
+        mod, info = program.build_module(prog, bp, blas, name=f.__name__, abi=runtime.call_abi())
+        text = program.module_text(mod, info["prefer_512"])
+        fuse.release_session()
+        return bp, (jit.LIGHT_PIPELINE_MARK if light else "") + text
+
+    (bp, text), out["ir"] = _timed(ir)
+    if vm is not None and hasattr(vm, "runtime_init"):
+        vm.runtime_init()
+    jitted, out["llvm"] = _timed(lambda: jit.compile_ir(text, key_extra="bench.scale"))
+    out["total"] = round(sum(out[k] for k in ("trace", "simplify", "checkpoint", "schedule", "partition", "ir",
+                                              "llvm")), 3)
+    for k in ("trace", "simplify", "checkpoint", "schedule", "partition", "ir", "llvm"):
+        out[k] = round(out[k], 3)
+    exe = runtime.Executable(c, jitted, [(v.shape, v.dtype) for v in c.inputs], bp.out_buffers, bp.out_plan,
+                             bp.arena_bytes, bp.consts, prog.donated, {}, abi=runtime.call_abi())
+    out["value"] = [np.asarray(v) for v in exe.run([np.asarray(x, dtype=np.float64)])]
+    out["rss_mb"] = round(_rss_mb())
+    return out
 
 
 def _rss_mb() -> float:
@@ -173,8 +261,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile-budget", type=float, default=60.0, help="seconds; stop doubling the compile size")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--pipeline", default=None, metavar="SHAPE",
+                    help="only time sg.compile's stages on value_and_grad(mixed_chain(nodes)) at an argument "
+                         "of this shape ('' or 'scalar': a float64 scalar; '4': float64[4]); prints JSON")
     ns = ap.parse_args(argv)
     sys.setrecursionlimit(1000)  # nothing may recurse on graph depth
+    if ns.pipeline is not None:
+        dims = tuple(int(d) for d in ns.pipeline.split(",") if d.strip() and d != "scalar")
+        x = np.linspace(0.1, 0.9, int(np.prod(dims))).reshape(dims) if dims else np.float64(0.5)
+        res = pipeline_stages(mixed_chain(ns.nodes), x)
+        res["value"] = [v.tolist() for v in res["value"]]
+        res["forward_nodes"] = ns.nodes
+        print(json.dumps(res), flush=True)
+        if ns.json:
+            with open(ns.json, "w") as fh:
+                json.dump(res, fh, indent=1)
+        return 0
     x = np.linspace(-1.0, 1.0, 16)
     report: dict = {"nodes": ns.nodes}
     for name, make in (("chain", chain), ("wide", wide)):
