@@ -127,6 +127,8 @@ def pipeline_stages(f: Callable, x: Any) -> dict:
     del s
     order, out["schedule"] = _timed(lambda: schedule(c))
     blas, vm = runtime.blas_library(), vmath_module()
+    gc.collect()
+    gc.disable()  # as `codegen.compile_graph` does for partition and IR
     prog, out["partition"] = _timed(lambda: fuse.partition(c, order, donate=frozenset(), blas=blas is not None))
     out["kernels"] = len(prog.kernels)
     light = all(k.size <= codegen.LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind == "loop")
@@ -139,6 +141,7 @@ def pipeline_stages(f: Callable, x: Any) -> dict:
         return bp, (jit.LIGHT_PIPELINE_MARK if light else "") + text
 
     (bp, text), out["ir"] = _timed(ir)
+    gc.enable()
     if vm is not None and hasattr(vm, "runtime_init"):
         vm.runtime_init()
     jitted, out["llvm"] = _timed(lambda: jit.compile_ir(text, key_extra="bench.scale"))
@@ -158,7 +161,8 @@ def _rss_mb() -> float:
 
 
 def _timed(fn: Callable) -> tuple[Any, float]:
-    gc.collect()
+    if gc.isenabled():
+        gc.collect()
     t = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - t
