@@ -22,6 +22,7 @@ References:
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Callable
 
 import numpy as np
@@ -655,9 +656,11 @@ def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, body: Callable[[ir.Va
     b.position_at_end(after)
 
 
-#: Lanes of a float sum or product accumulated in registers (`LoopPlan.lanes`): two AVX-512 vectors
-#: of float64 accumulators (float32 sums accumulate in float64).
-REDUCTION_LANES = 16
+#: Lanes of a float sum or product accumulated in registers (`LoopPlan.lanes`): one AVX-512 vector of
+#: float64 accumulators (float32 sums accumulate in float64). Row reductions pay per row for the lanes'
+#: start and their pairwise tree: 8 lanes measured faster than 16 or 32 on rows of 64-128 elements
+#: (a 1024x128 float32 row sum: 14.3, 17.3 and 19.7 us), and no slower on W1's long sum.
+REDUCTION_LANES = 8
 
 
 class LoopPlan:
@@ -1246,10 +1249,20 @@ GEMM_PAR_MIN_FLOPS = 1 << 20
 #: Rows (columns) per piece are rounded up to a multiple of this (OpenBLAS's
 #: micro-kernel tiles).
 GEMM_PIECE_ALIGN = 16
-#: A product cut inside its matrices becomes at most this many pieces (the most threads
-#: `program.num_threads` uses), of at least `GEMM_ATOM_MIN` rows (columns) each, on any thread count.
-GEMM_ATOMS = 8
-GEMM_ATOM_MIN = 64
+def _machine_gemm_atoms() -> int:
+    """The machine's CPUs (all of them, whatever this process's affinity), rounded down to a power of two, at most 8."""
+    n = max(1, min(8, os.cpu_count() or 1))
+    return 1 << (n.bit_length() - 1)
+
+
+#: A product cut inside its matrices becomes at most this many pieces, of at least `GEMM_ATOM_MIN`
+#: rows (columns) each, whatever SYMGRAPH_NUM_THREADS says: the machine's CPU count (all CPUs, not this
+#: process's affinity) rounded down to a power of two, at most 8, so the bits are those of this
+#: machine on every thread count. As many pieces as cores: on this 2-core machine W6's step took
+#: 40.5 ms with 2 pieces of 128+ rows, 41.0 with 4 and 42.6 with 8 of 64+ (loaded, interleaved);
+#: every piece packs the shared operand again.
+GEMM_ATOMS = _machine_gemm_atoms()
+GEMM_ATOM_MIN = 96
 
 
 def gemm_pieces(task: Task, nthreads: int) -> tuple[str, list[tuple[int, int]]] | None:
@@ -1259,8 +1272,9 @@ def gemm_pieces(task: Task, nthreads: int) -> tuple[str, list[tuple[int, int]]] 
     path than the whole matrix), so a piece of C is not always bitwise the
     same as those rows of the whole product. The BLAS calls of a product
     therefore never depend on the thread count: a product cut inside its
-    matrices is always cut into the same pieces, a power of two up to
-    `GEMM_ATOMS` of at least `GEMM_ATOM_MIN` rows (columns), starting on multiples of
+    matrices is always cut into the same pieces on a machine, a power of two up
+    to `GEMM_ATOMS` (the machine's CPUs) of at least `GEMM_ATOM_MIN` rows
+    (columns), starting on multiples of
     `GEMM_PIECE_ALIGN`, along the larger of m and n (m on ties), over the
     batch-major flattening of the batch; `program` runs them on the thread
     pool, or one after the other. A batch of at least `GEMM_ATOMS` matrices

@@ -193,9 +193,11 @@ def _decide_chunks(k: Kernel, plan: L.LoopPlan) -> None:
     function returns the same bits under all of them (docs/compile.md,
     "Determinism"). Full reductions combine per-piece scalars
     (`plan.partials`); column sums combine per-piece vectors
-    (`plan.row_partials`, when they fit `ROW_PARTIALS_MAX_BYTES`); reductions
-    that keep the outer loop need no partials (each output is one piece's).
-    Other memory-mode reductions, full argmax and scatters run in one piece.
+    (`plan.row_partials`, when they fit `ROW_PARTIALS_MAX_BYTES`). Reductions
+    that keep the outer loop need no fixed chunks: each output is reduced
+    whole by one piece, in the order its lanes fix (`LoopPlan.lanes`), so they
+    split like elementwise kernels. Other memory-mode reductions, full argmax
+    and scatters run in one piece.
     """
     if not plan.has_red or not plan.groups or k.size < PAR_MIN_ELEMENTS or plan.extents[0] < 2:
         return
@@ -210,6 +212,8 @@ def _decide_chunks(k: Kernel, plan: L.LoopPlan) -> None:
         if "argmax" in kinds:
             return
         plan.partials = True
+    else:
+        return  # each output is reduced whole by one piece, in its lanes' order: any split of the kept loop
     # Chunks cut the outer loop's first axis (whole rows of the axes merged into it, which fusion may or may
     # not merge), on whole lane rounds when the outer loop is the lane loop: the pieces of a sum are fixed
     # by the reduction's shape alone.
@@ -230,16 +234,18 @@ def split_range(extent: int, pieces: int) -> list[tuple[int, int]]:
 def _decide_parallel(k: Kernel, plan: L.LoopPlan, nthreads: int) -> None:
     """Fix the kernel's pieces (`_decide_chunks`), then whether they run on threads (`plan.parallel`).
 
-    Threads change where pieces run, never what they compute: a kernel with
-    reductions is split only along its fixed chunks; a kernel without is
-    elementwise, whose values do not depend on the split.
+    Threads change where pieces run, never what they compute: a full or
+    column reduction is split only along its fixed chunks; an elementwise
+    kernel, or one whose reductions keep the outer loop, computes each output
+    within one piece, the same way for any split.
     """
     _decide_chunks(k, plan)
     if nthreads <= 1 or not plan.groups or k.size < PAR_MIN_ELEMENTS or plan.extents[0] < 2:
         return
     if _kernel_cost(k) * k.size < _par_min_work():
         return
-    if any(t.kind == "scatter" for t in k.tasks) or plan.has_red and plan.chunks is None:
+    kept_outer = plan.register and plan.n_kept > 0  # each output reduced whole within one piece
+    if any(t.kind == "scatter" for t in k.tasks) or plan.has_red and plan.chunks is None and not kept_outer:
         return
     plan.parallel = True
 
@@ -523,7 +529,7 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
             return
         if plan.chunks is not None:
             ranges = plan.chunks
-        else:  # elementwise: any split gives the same values
+        else:  # elementwise or kept-outer reductions: any split gives the same values
             ranges = split_range(extent, nthreads)
         T = len(ranges)
         R = len(red_tasks)

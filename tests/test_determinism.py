@@ -177,8 +177,11 @@ def test_training_step_same_bits_under_every_thread_count(monkeypatch):
 # ----- the association of a compiled sum is the documented one -----
 
 
-def _lane_sum(x: np.ndarray, lanes: int = 16) -> np.float64:
+def _lane_sum(x: np.ndarray, lanes: int | None = None) -> np.float64:
     """Element j to lane j mod lanes, each lane in order, lanes combined by a pairwise tree (float64)."""
+    from codegen import lower
+
+    lanes = lanes or lower.REDUCTION_LANES
     acc = [np.float64(0.0)] * lanes
     for j, v in enumerate(x.astype(np.float64)):
         acc[j % lanes] = acc[j % lanes] + v
@@ -187,7 +190,7 @@ def _lane_sum(x: np.ndarray, lanes: int = 16) -> np.float64:
     return acc[0]
 
 
-def _chunked_lane_sum(x: np.ndarray, lanes: int = 16, chunks: int = 8) -> np.float64:
+def _chunked_lane_sum(x: np.ndarray, lanes: int, chunks: int) -> np.float64:
     step = -(-(-(-x.size // chunks)) // lanes) * lanes
     total = None
     for lo in range(0, x.size, step):
