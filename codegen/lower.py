@@ -1250,14 +1250,18 @@ GEMM_PAR_MIN_FLOPS = 1 << 20
 #: micro-kernel tiles).
 GEMM_PIECE_ALIGN = 16
 def _machine_gemm_atoms() -> int:
-    """The machine's CPUs (all of them, whatever this process's affinity), rounded down to a power of two, at most 8."""
-    n = max(1, min(8, os.cpu_count() or 1))
+    """The machine's CPUs (all of them, whatever this process's affinity), rounded down to a power of two, 2 to 8.
+
+    At least 2, so that a product is cut the same way on a 1-CPU machine as on a 2-core one (the pieces then
+    run one after the other).
+    """
+    n = max(2, min(8, os.cpu_count() or 1))
     return 1 << (n.bit_length() - 1)
 
 
 #: A product cut inside its matrices becomes at most this many pieces, of at least `GEMM_ATOM_MIN`
 #: rows (columns) each, whatever SYMGRAPH_NUM_THREADS says: the machine's CPU count (all CPUs, not this
-#: process's affinity) rounded down to a power of two, at most 8, so the bits are those of this
+#: process's affinity) rounded down to a power of two, 2 to 8, so the bits are those of this
 #: machine on every thread count. As many pieces as cores: on this 2-core machine W6's step took
 #: 40.5 ms with 2 pieces of 128+ rows, 41.0 with 4 and 42.6 with 8 of 64+ (loaded, interleaved);
 #: every piece packs the shared operand again.
