@@ -21,6 +21,7 @@ import ctypes
 import ctypes.util
 import types
 import weakref
+from functools import partial as functools_partial
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -126,8 +127,6 @@ def reachable(fn: Any, depth: int = 3) -> Iterator[tuple[_Binding, Any]]:
                     for k, x in v.keywords.items():
                         yield _Binding(v.keywords, k, "item", f"{b.label}.keywords[{k!r}]"), x
 
-
-from functools import partial as functools_partial  # noqa: E402  (used by `reachable`)
 
 
 def _root(a: np.ndarray) -> np.ndarray:
