@@ -566,10 +566,12 @@ class Reducer:
     LLVM rewrites it).
     """
 
-    def __init__(self, acc_dtype: Callable, identity: Callable, combine: Callable):
+    def __init__(self, acc_dtype: Callable, identity: Callable, combine: Callable, order_matters: bool = False):
         self.acc_dtype = acc_dtype
         self.identity = identity
         self.combine = combine
+        # float results depend on the association (sum, prod): they accumulate in lanes (`LoopPlan.lanes`)
+        self.order_matters = order_matters
 
 
 _REASSOC = ("reassoc",)
@@ -627,8 +629,8 @@ def _sum_acc(dtype):
 
 
 REDUCERS: dict[str, Reducer] = {
-    "sum": Reducer(_sum_acc, lambda d: 0, _sum_combine),
-    "prod": Reducer(lambda d: np.dtype(d), lambda d: 1, _prod_combine),
+    "sum": Reducer(_sum_acc, lambda d: 0, _sum_combine, order_matters=True),
+    "prod": Reducer(lambda d: np.dtype(d), lambda d: 1, _prod_combine, order_matters=True),
     "max": Reducer(lambda d: np.dtype(d), _extreme_identity(True), _extreme_combine(True)),
     "min": Reducer(lambda d: np.dtype(d), _extreme_identity(False), _extreme_combine(False)),
     # argmax is lowered by the loop emitter (a value and an index accumulator)
@@ -654,6 +656,12 @@ def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, body: Callable[[ir.Va
     i.add_incoming(nxt, b.block)
     b.cbranch(b.icmp_signed("<", nxt, hi), loop, after)
     b.position_at_end(after)
+
+
+def _order_matters(t: Task) -> bool:
+    """Whether reduce task `t`'s result depends on the association (a float sum or product)."""
+    r = REDUCERS.get(t.red_op) if t.kind == "reduce" else None
+    return r is not None and r.order_matters and _is_float(r.acc_dtype(t.node.dtype))
 
 
 #: Lanes of a float sum or product accumulated in registers (`LoopPlan.lanes`): one AVX-512 vector of
@@ -702,8 +710,7 @@ class LoopPlan:
             order = dims
         # float sums and products in registers accumulate in REDUCTION_LANES lanes (`KernelEmitter`)
         self.lanes = REDUCTION_LANES if self.register and bool(dims) and dims[-1] in red and any(
-            t.kind == "reduce" and t.red_op in ("sum", "prod") and _is_float(REDUCERS[t.red_op].acc_dtype(t.node.dtype))
-            for t in kernel.tasks) else 1
+            _order_matters(t) for t in kernel.tasks) else 1
         affs = [a for t in kernel.tasks for a in task_affs(t)]
         var_of = {i: Expr.var(i, dom[i]) for i in dims}
         groups: list[list[int]] = []
@@ -1023,8 +1030,7 @@ class KernelEmitter:
 
     def _in_lanes(self, t: Task) -> bool:
         """Whether reduce task `t` accumulates in lanes (a float sum or product of a `lanes` kernel)."""
-        return (self.plan.lanes > 1 and t.kind == "reduce" and t.red_op in ("sum", "prod")
-                and _is_float(REDUCERS[t.red_op].acc_dtype(t.node.dtype)))
+        return self.plan.lanes > 1 and _order_matters(t)
 
     def _finish_accs(self, tasks: list[Task]) -> None:
         cx = self.cx
