@@ -17,7 +17,7 @@ import numpy as np
 
 from . import lax as L
 from .errors import DTypeError, ShapeError, SymgraphError, TracerConversionError, UnsupportedOpError
-from .ir import Builder, Graph, Node, current_builder, meta, tracing_active
+from .ir import Builder, Graph, Node, collector_paused, current_builder, meta, tracing_active
 from .ops import OPS
 from .tree import tree_flatten, tree_paths, tree_unflatten
 
@@ -241,7 +241,7 @@ def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
     leaf_names = []
     for nm, c in zip(names, counts):
         leaf_names.extend([nm] if c == 1 else [f"{nm}[{j}]" for j in range(c)])
-    with Builder() as b:
+    with collector_paused(), Builder() as b:  # a trace builds many small objects (`collector_paused`)
         inputs = []
         for i, ((shape, dtype), nm) in enumerate(zip(specs, leaf_names)):
             inputs.append(make_input(shape, dtype, i, nm))

@@ -42,7 +42,6 @@ References:
 from __future__ import annotations
 
 import bisect
-import gc
 import math
 import threading
 import time
@@ -60,6 +59,7 @@ from ..ir import (
     Graph,
     Node,
     NodeMeta,
+    collector_paused,
     current_role,
     meta,
     role,
@@ -1651,39 +1651,36 @@ def simplify(graph: Graph, *, reassociate: bool = True, assume_finite: bool = Fa
     prev = getattr(_local, "run", None)
     _local.run = run
     rounds = 0
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # the pass allocates many small acyclic objects; collections would rescan the graph
-    try:
-        with pb, source_location(_NOLOC), role(current_role()):  # both restored on exit
-            g = graph
-            for it in range(max_iterations):
-                rounds += 1
-                run.changes = 0
-                for name, fn in PIPELINE:
-                    key = tuple(g.outputs)
-                    last = run.settled.get(name)
-                    if last is not None and len(last) == len(key) and all(a is b for a, b in zip(last, key)):
-                        continue  # this stage already left exactly this graph unchanged
-                    before = run.changes
-                    g = fn(g, run)
-                    if run.changes == before:
-                        run.settled[name] = tuple(g.outputs)
-                    _dump(f"simplify.{it}.{name}", g, on_stage)
-                if run.changes == 0:
-                    break
-        if g is graph:  # nothing changed: still a new Graph (same inputs, outputs and trees)
-            g = Graph(graph.inputs, graph.outputs, graph.in_tree, graph.out_tree, name=graph.name)
-        if stats is not None:
-            stats.update(run.stats)
-            stats["rounds"] = rounds
-            stats["seconds"] = time.perf_counter() - t0
-            stats["nodes_in"] = len(graph)
-            stats["nodes_out"] = len(g)
-    finally:
-        _local.run = prev
-        # Drop the intermediate nodes (builder table, rounds' state) while the collector is still
-        # off: only the result survives, so the collection that follows scans that alone.
-        run = pb = None  # type: ignore[assignment]
-        if gc_was_enabled:
-            gc.enable()
+    with collector_paused():  # the pass allocates many small acyclic objects; collections would rescan the graph
+        try:
+            with pb, source_location(_NOLOC), role(current_role()):  # both restored on exit
+                g = graph
+                for it in range(max_iterations):
+                    rounds += 1
+                    run.changes = 0
+                    for name, fn in PIPELINE:
+                        key = tuple(g.outputs)
+                        last = run.settled.get(name)
+                        if last is not None and len(last) == len(key) and all(a is b for a, b in zip(last, key)):
+                            continue  # this stage already left exactly this graph unchanged
+                        before = run.changes
+                        g = fn(g, run)
+                        if run.changes == before:
+                            run.settled[name] = tuple(g.outputs)
+                        _dump(f"simplify.{it}.{name}", g, on_stage)
+                    if run.changes == 0:
+                        break
+            if g is graph:  # nothing changed: still a new Graph (same inputs, outputs and trees)
+                g = Graph(graph.inputs, graph.outputs, graph.in_tree, graph.out_tree, name=graph.name)
+            if stats is not None:
+                stats.update(run.stats)
+                stats["rounds"] = rounds
+                stats["seconds"] = time.perf_counter() - t0
+                stats["nodes_in"] = len(graph)
+                stats["nodes_out"] = len(g)
+        finally:
+            _local.run = prev
+            # Drop the intermediate nodes (builder table, rounds' state) while the collector is still
+            # off: only the result survives, so the collection that follows scans that alone.
+            run = pb = None  # type: ignore[assignment]
     return g
