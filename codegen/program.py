@@ -223,13 +223,17 @@ def _decide_chunks(k: Kernel, plan: L.LoopPlan) -> None:
     step = -(-k.domain[plan.groups[0][0]] // REDUCTION_CHUNKS) * unit
     if plan.lanes > 1 and len(plan.groups) == 1:
         step = -(-step // plan.lanes) * plan.lanes
-    plan.chunks = [(lo, min(extent, lo + step)) for lo in range(0, extent, step)]
+    plan.chunks = _ranges(extent, step)
 
 
 def split_range(extent: int, n: int) -> list[tuple[int, int]]:
     """[0, extent) cut into at most `n` contiguous half-open ranges of ceil(extent / n) (none empty)."""
-    per = -(-extent // max(1, min(n, extent)))
-    return [(lo, min(extent, lo + per)) for lo in range(0, extent, per)]
+    return _ranges(extent, -(-extent // max(1, min(n, extent))))
+
+
+def _ranges(extent: int, step: int) -> list[tuple[int, int]]:
+    """[0, extent) as consecutive half-open ranges of `step` (the last one shorter)."""
+    return [(lo, min(extent, lo + step)) for lo in range(0, extent, step)]
 
 
 def _decide_parallel(k: Kernel, plan: L.LoopPlan, nthreads: int) -> None:

@@ -197,7 +197,7 @@ class ClosedOverArrays:
         for binding, v in reachable(fn):
             if isinstance(v, np.ndarray):
                 self.note(v)
-                self.bindings.append((binding, _ref(v)))
+                self.bindings.append((binding, _Ref(v)))
             elif binding.direct and isinstance(v, (np.generic, int, float, complex, bool)):
                 # a number read by name (a global learning rate) is a constant of the graph too; numbers
                 # in attributes and containers are not checked (a counter there would recompile every call)
@@ -242,7 +242,3 @@ class _Ref:
 
     def holds(self, x: Any) -> bool:
         return x is self.r()
-
-
-def _ref(v: Any) -> _Ref:
-    return _Ref(v)

@@ -38,7 +38,7 @@ class _Config(threading.local):
 config = _Config()
 
 
-def _any_traced(tree: Any) -> bool:
+def _build_inline(tree: Any) -> bool:
     """Whether a transformation builds into the graph being traced instead of tracing its own.
 
     True when an argument is traced, and also whenever a trace is active: the
@@ -161,7 +161,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, 
     @functools.wraps(f)
     def vg(*args: Any) -> Any:
         nums, single = _normalize_argnums(argnums, len(args), fname)
-        if _any_traced(args):
+        if _build_inline(args):
             return _value_and_grad_inline(f, args, nums, single, has_aux, fname)
         return _run(lambda *a: _value_and_grad_inline(f, a, nums, single, has_aux, fname), args, fname, user_fn=f)
 
@@ -197,7 +197,7 @@ def _grad(f: Callable, argnums: int | Sequence[int], has_aux: bool, fname: str) 
     @functools.wraps(f)
     def g(*args: Any) -> Any:
         nums, single = _normalize_argnums(argnums, len(args), fname)
-        if _any_traced(args):
+        if _build_inline(args):
             (v, gr) = _value_and_grad_inline(f, args, nums, single, has_aux, fname)
             return (gr, v[1]) if has_aux else gr
 
@@ -284,7 +284,7 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
 
 def _jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any], fname: str) -> tuple[Any, Any]:
     primals, tangents = tuple(primals), tuple(tangents)
-    if _any_traced((primals, tangents)):
+    if _build_inline((primals, tangents)):
         return _jvp_inline(f, primals, tangents, fname)
     check_args(primals, f, fname)
     _, tl, ptree = _check_tangents(f, primals, tangents, fname)
@@ -333,7 +333,7 @@ def vjp(f: Callable, *primals: Any) -> tuple[Any, Callable]:
         ShapeError: a cotangent whose shape differs from the output.
     """
     fname = f"vjp({getattr(f, '__name__', 'f')})"
-    if _any_traced(primals):
+    if _build_inline(primals):
         out = f(*primals)
 
         def pullback_inline(ct: Any) -> tuple:
@@ -343,7 +343,7 @@ def vjp(f: Callable, *primals: Any) -> tuple[Any, Callable]:
     out = _run(f, primals, fname, user_fn=f)
 
     def pullback(ct: Any) -> tuple:
-        if _any_traced(ct):
+        if _build_inline(ct):
             return _vjp_inline(f, primals, ct, fname)
         cl, ctree = tree_flatten(ct)
         ol, otree = tree_flatten(out)
@@ -433,7 +433,7 @@ def _jacobian(f: Callable, argnums: int | Sequence[int], mode: str | None, fname
 
     @functools.wraps(f)
     def jac(*args: Any) -> Any:
-        if _any_traced(args):
+        if _build_inline(args):
             return inline(*args)
         return _run(inline, args, fname, user_fn=f)
 
