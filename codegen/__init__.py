@@ -6,7 +6,7 @@ never imports this package or llvmlite.
 Pipeline of `compile_graph`: partition the scheduled graph into kernels
 (`fuse`), assign buffers and plan the arena (`program`), emit LLVM IR
 (`lower`, `program`), optimize and JIT-compile for the host CPU (`jit`), and
-wrap the entry point in a checked, low-overhead caller (`runtime`).
+wrap the entry point in a checked, low-overhead caller (`cpu.executable`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     and the C heap is trimmed (`jit.release_memory`).
 
     Returns:
-        A `codegen.runtime.Executable` (`run(leaves)`, `fast(args)`, `stats`,
+        A `codegen.cpu.Executable` (`run(leaves)`, `fast(args)`, `stats`,
         `llvm_ir()`, `asm()`).
 
     Raises:
@@ -56,17 +56,18 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     from symgraph.ir import collector_paused
     from symgraph.passes.schedule import schedule
 
-    from . import fuse, jit, program, runtime
+    from . import fuse, jit, program
+    from .cpu import Executable, blas_library, call_abi
     from .lower import vmath_module
 
     t0 = time.perf_counter()
     if order is None:
         order = schedule(graph)
-    blas = runtime.blas_library()
+    blas = blas_library()
     vm = vmath_module()
     if profile is None:
         profile = os.environ.get("SYMGRAPH_PROFILE", "") not in ("", "0")
-    abi = runtime.call_abi()
+    abi = call_abi()
     # As in `simplify`: fusion and IR emission allocate millions of small objects (`collector_paused`).
     with collector_paused():
         prog = fuse.partition(graph, order, donate=donate, blas=blas is not None)
@@ -114,8 +115,8 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         "llvm_seconds": t_llvm,
     }
     in_specs = [(x.shape, x.dtype) for x in graph.inputs]
-    exe = runtime.Executable(graph, jitted, in_specs, bp.out_buffers, bp.out_plan, bp.arena_bytes, bp.consts,
-                             prog.donated, stats, abi=abi)
+    exe = Executable(graph, jitted, in_specs, bp.out_buffers, bp.out_plan, bp.arena_bytes, bp.consts,
+                     prog.donated, stats, abi=abi)
     if profile:
         exe.set_profile([(kind, [t.node for t in k.tasks]) for kind, k in zip(kinds, prog.kernels)])
     if os.environ.get("SYMGRAPH_DUMP"):

@@ -58,7 +58,7 @@ def pool_fn(cx: L.LoweringContext, nthreads: int) -> ir.Function | None:
     """The declaration of the pool's `symgraph_pool_run` (see `runtime.thread_pool`), or None (no pool, 1 thread)."""
     if nthreads <= 1:
         return None
-    from .runtime import thread_pool
+    from .cpu.pool import thread_pool
 
     sym = thread_pool()
     return None if sym is None else cx.function(sym, L.VOID, [L.PTR, L.PTR, L.I64, L.I64, L.I32])
@@ -92,7 +92,7 @@ def emit_gemm_pieces(cx: L.LoweringContext, ab: ir.IRBuilder, task: Any, label: 
     pieces are called one after the other, so the calls (and the bits) are
     those of any thread count.
     """
-    from .runtime import blas_threads
+    from .cpu.blas import blas_threads
 
     split = L.gemm_pieces(task, nthreads)
     if split is None:
@@ -148,7 +148,7 @@ def emit_gemm_pair(cx: L.LoweringContext, ab: ir.IRBuilder, tasks: list, label: 
     function (`gemm_piece_fn`) on the rest. False (nothing emitted) without
     a pool, with SYMGRAPH_BLAS_THREADS > 1, or for a batched product.
     """
-    from .runtime import blas_threads
+    from .cpu.blas import blas_threads
 
     pool = pool_fn(cx, nthreads) if blas_threads() == 1 and len(tasks) == 2 else None
     if pool is None or any(t.node.ndim != 2 for t in tasks):

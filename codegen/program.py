@@ -31,7 +31,7 @@ from symgraph.passes.schedule import assign_offsets, interval_peak
 from . import fuse, pieces
 from . import lower as L
 from .fuse import TRANSCENDENTALS, Kernel, Program, expr_weight, kernel_exprs
-from .runtime import ARRAY_DATA_OFFSET, OBJECT_ABI, TUPLE_ITEMS_OFFSET
+from .cpu.abi import ARRAY_DATA_OFFSET, OBJECT_ABI, TUPLE_ITEMS_OFFSET
 
 __all__ = ["BufferPlan", "plan_buffers", "build_module", "num_threads"]
 
@@ -442,7 +442,7 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     blas_ctl = None
     n_blas = 1
     if blas and any(k.kind == "gemm" for k in prog.kernels):
-        from .runtime import blas_thread_control, blas_threads
+        from .cpu.blas import blas_thread_control, blas_threads
 
         blas_ctl = blas_thread_control()
         n_blas = blas_threads()
@@ -613,7 +613,7 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
 
 def _par_min_work() -> int:
     """Estimated operations above which a loop kernel is split: lower when the thread pool is available."""
-    from .runtime import thread_pool
+    from .cpu.pool import thread_pool
 
     return POOL_PAR_MIN_WORK if thread_pool() is not None else PAR_MIN_WORK
 

@@ -314,7 +314,7 @@ def test_matmul_shapes_and_transposes(dtype):
 
 
 def test_matmul_without_blas_uses_loops(monkeypatch):
-    import codegen.runtime as rt
+    import codegen.cpu.blas as rt
 
     rng = np.random.default_rng(10)
     a, b = rng.normal(size=(6, 5)), rng.normal(size=(5, 7))

@@ -27,7 +27,7 @@ import symgraph as sg
 
 codegen = pytest.importorskip("codegen")
 from codegen import lower as L
-from codegen import runtime as rt
+from codegen import cpu as rt
 
 needs_blas = pytest.mark.skipif(rt.blas_library() is None, reason="no BLAS found")
 needs_pool = pytest.mark.skipif(rt.thread_pool() is None, reason="no thread pool on this platform")
@@ -354,7 +354,7 @@ def test_no_worker_threads_means_inline_and_correct():
     """pthread_create fails (address space too small for a thread stack): every call runs inline."""
     r = run_py("""
         import resource, numpy as np, symgraph as sg, codegen
-        from codegen import runtime as rt
+        from codegen import cpu as rt
         rng = np.random.default_rng(0)
         a, b = rng.standard_normal((256, 256)), rng.standard_normal((256, 256))
         e = codegen.compile_graph(sg.simplify(sg.trace(lambda a, b: np.tanh(a @ b) @ b, a, b)), nthreads=2)
@@ -379,7 +379,7 @@ def test_no_worker_threads_means_inline_and_correct():
 def test_worker_cap_zero_runs_inline():
     r = run_py("""
         import numpy as np, symgraph as sg, codegen
-        from codegen import runtime as rt
+        from codegen import cpu as rt
         rt.set_pool_limits(max_workers=0)
         x = np.random.default_rng(1).normal(size=(512, 512))
         e = codegen.compile_graph(sg.simplify(sg.trace(lambda x: np.tanh(x) @ x, x)), nthreads=4)
@@ -399,7 +399,7 @@ def test_worker_cap_zero_runs_inline():
 def test_pool_survives_fork_and_exits_cleanly():
     r = run_py("""
         import os, numpy as np, symgraph as sg, codegen
-        from codegen import runtime as rt
+        from codegen import cpu as rt
         x = np.random.default_rng(2).normal(size=(384, 384))
         e = codegen.compile_graph(sg.simplify(sg.trace(lambda x: x @ x.T, x)), nthreads=2)
         want = x @ x.T
@@ -423,7 +423,7 @@ def test_pool_directly_many_small_jobs_no_hang():
     """Thousands of jobs of 0..9 pieces from 3 threads at once, on 1..4 threads: all pieces run once."""
     r = run_py("""
         import ctypes, threading, numpy as np
-        from codegen import runtime as rt
+        from codegen import cpu as rt
         from codegen.jit import compile_ir
         assert rt.thread_pool() == "symgraph_pool_run"
         text = '''

@@ -19,7 +19,7 @@ import symgraph as sg
 import symgraph.numpy as snp
 
 codegen = pytest.importorskip("codegen")
-from codegen import runtime as rt  # noqa: E402
+from codegen import cpu as rt  # noqa: E402
 
 THREADS = (1, 2, 3, 8)
 

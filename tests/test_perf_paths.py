@@ -20,7 +20,7 @@ from symgraph.compile import compile
 pytest.importorskip("llvmlite")
 
 import codegen.fuse as F  # noqa: E402
-import codegen.runtime as rt  # noqa: E402
+import codegen.cpu.blas as rt  # noqa: E402
 from symgraph.passes.schedule import schedule  # noqa: E402
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
