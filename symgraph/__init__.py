@@ -6,8 +6,8 @@ The public API is listed in `__all__`; see README.md and docs/.
 """
 
 from . import ops as _ops  # noqa: F401  (registers the primitives)
-from . import tracing as _tracing  # noqa: F401  (gives nodes their operators)
-from . import nn, numpy, optim, random, viz  # noqa: F401
+from . import tracing as _tracing  # noqa: F401  (installs the array interface of nodes)
+from . import nn, numpy, optim, random, viz  # noqa: F401  (viz installs Graph.dump, to_dot, render, to_networkx)
 from .errors import (
     DTypeError,
     NonScalarOutputError,
@@ -16,7 +16,7 @@ from .errors import (
     TracerConversionError,
     UnsupportedOpError,
 )
-from .interpreter import evaluate
+from .interpreter import evaluate  # (installs Graph.evaluate)
 from .ir import Builder, Graph, Node
 from .passes import checkpoint as checkpoint_policies
 from .passes.checkpoint import (

@@ -22,14 +22,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import DTypeError, ShapeError, SymgraphError
+from .errors import SymgraphError
 from .ir import Graph, Node, tracing_active
 from .closures import ClosedOverArrays
 from .random import NumpyRandomWatch
+from .signature import COMPILED_CASTING, MISS, Signature, donatable
 from .tracing import check_args, trace
 from .tree import tree_flatten, tree_unflatten
 
-__all__ = ["compile", "CompiledFunction", "run_pipeline", "BACKENDS"]
+__all__ = ["compile", "CompiledFunction", "run_pipeline", "BACKENDS", "MISS"]
 
 log = logging.getLogger("symgraph.compile")
 #: After this many compiles caused by changed closed-over values, `CompiledFunction` warns once.
@@ -37,9 +38,7 @@ CLOSURE_RECOMPILE_WARN = 8
 
 BACKENDS = ("llvm", "numpy")
 
-#: Returned by a signature's fast path when the arguments do not match it exactly.
-MISS = object()
-_MISS = MISS
+_MISS = MISS  # returned by a signature's fast path when the arguments do not match it exactly
 
 
 def _dump_stage(stage: str, graph: Graph, **extra: Any) -> None:
@@ -109,6 +108,7 @@ class _NumpyExecutable:
         self.graph = graph
         self.order = order
         self.donate_leaves = donate_leaves
+        self.signature = Signature(graph, casting=COMPILED_CASTING)
         nodes = len(order)
         self.stats = {
             "backend": "numpy",
@@ -130,7 +130,7 @@ class _NumpyExecutable:
     def run(self, leaves: list[Any]) -> list[np.ndarray]:
         from .interpreter import evaluate_flat
 
-        vals = _check_leaves(self.graph, leaves)
+        vals = self.signature.check(leaves)
         env = dict(zip(self.graph.inputs, vals))
         outs = evaluate_flat(self.graph.outputs, self.order, env)
         ids = {id(v) for v in vals}
@@ -140,35 +140,11 @@ class _NumpyExecutable:
             if not isinstance(o, np.ndarray) or id(o) in ids or not o.flags.writeable or not o.flags.owndata:
                 o = np.array(o, dtype=node.dtype)
             res.append(o)
-        for k, node in enumerate(self.graph.outputs):
-            li = self.donation.get(k)
-            if li is not None and _donatable(leaves[li], node) \
-                    and sum(1 for x in leaves if x is leaves[li]) == 1:
+        for k, li in self.donation.items():
+            if donatable(vals, leaves, li):
                 np.copyto(leaves[li], res[k])
                 res[k] = leaves[li]
         return res
-
-
-def _donatable(a: Any, node: Node) -> bool:
-    return (type(a) is np.ndarray and a.dtype == node.dtype and a.shape == node.shape and a.base is None
-            and a.flags.writeable and a.flags.c_contiguous)
-
-
-def _check_leaves(graph: Graph, leaves: list[Any]) -> list[np.ndarray]:
-    """Check flat argument leaves against the graph's inputs (shape, dtype); convert to arrays."""
-    out = []
-    for i, (x, node) in enumerate(zip(leaves, graph.inputs)):
-        a = np.asarray(x)
-        if not a.dtype.isnative and a.dtype.newbyteorder("=") == node.dtype:
-            a = a.astype(node.dtype)  # byte-swapped input: same values, native order
-        if a.shape != node.shape:
-            raise ShapeError(f"{graph.name}: argument {node.attr('name', i)} has shape {a.shape}, "
-                             f"the compiled signature has {node.shape}")
-        if a.dtype != node.dtype:
-            raise DTypeError(f"{graph.name}: argument {node.attr('name', i)} has dtype {a.dtype}, "
-                             f"the compiled signature has {node.dtype}")
-        out.append(a)
-    return out
 
 
 class _Signature:

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import lax as L
+from .autodiff import depends_on, placeholder, vjp_nodes
 from .errors import ShapeError, SymgraphError, UnsupportedOpError
 from .ir import Node
 from .tree import TreeDef, tree_flatten, tree_unflatten
@@ -202,10 +203,8 @@ class custom_vjp:  # noqa: N801  (JAX's name)
         if not (isinstance(res_pair, (tuple, list)) and len(res_pair) == 2):
             raise SymgraphError(f"{self.name}: the fwd rule must return a pair (output, residuals)")
         out, res = res_pair
-        from .tracing import as_output
-
         ol, otree = tree_flatten(out)
-        ol = [as_output(o, i) for i, o in enumerate(ol)]
+        ol = [L.as_output(o, i) for i, o in enumerate(ol)]
         rec.set_outputs(ol, otree)
         rl, rtree = tree_flatten(res)
         rec.res_tree = rtree
@@ -252,8 +251,6 @@ class _JVPRecord(_Call):
         return self.tangent_out(args, tangents[:-1], node.attr("index"), node.shape, node.dtype)
 
     def vjp(self, ct: Node, node: Node) -> tuple:
-        from .autodiff import depends_on, placeholder, vjp_nodes
-
         args = node.inputs[:-1]
         tps = [placeholder(a.shape, a.dtype, name="custom_jvp_tangent") if a.dtype.kind == "f" else None
                for a in args]
@@ -335,10 +332,8 @@ class custom_jvp:  # noqa: N801  (JAX's name)
             return self.fun(*args)
         rec = _JVPRecord(self, args)
         out = self.fun(*rec.full_args(rec.arg_nodes))
-        from .tracing import as_output
-
         ol, otree = tree_flatten(out)
-        ol = [as_output(o, i) for i, o in enumerate(ol)]
+        ol = [L.as_output(o, i) for i, o in enumerate(ol)]
         rec.set_outputs(ol, otree)
         wrapped = [L.bind("custom_jvp_call", *rec.arg_nodes, o, rule=rec, index=i) for i, o in enumerate(ol)]
         return tree_unflatten(otree, wrapped)

@@ -6,10 +6,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import DTypeError, ShapeError, SymgraphError
+from .errors import ShapeError, SymgraphError
 from .ir import Graph, Node
 from .passes.schedule import last_use, schedule
-from .tree import tree_flatten, tree_unflatten
+from .signature import EVALUATE_CASTING, Signature
+from .tree import tree_unflatten
 
 __all__ = ["evaluate", "evaluate_flat", "check_arguments"]
 
@@ -17,40 +18,23 @@ __all__ = ["evaluate", "evaluate_flat", "check_arguments"]
 def check_arguments(graph: Graph, args: tuple) -> list[np.ndarray]:
     """Flatten and check call arguments against the graph's input signature.
 
+    The rules are `symgraph.signature`'s (docs/compile.md, "Arguments"), with same-kind
+    casting (`EVALUATE_CASTING`): a float32 or integer argument of a float64 input is cast.
+
+    Args:
+        graph: the traced graph.
+        args: positional arguments (pytrees) in the traced structure.
+
     Returns:
-        One C-contiguous array per input node, of the traced dtype.
+        One array per input node, of the traced shape and dtype (any memory layout).
 
     Raises:
         ShapeError: an argument of the wrong shape, or the wrong number/structure of arguments.
-        DTypeError: an argument whose dtype cannot be cast to the traced dtype (same kind).
+        DTypeError: a non-numeric argument, or a dtype that does not cast to the traced one (same kind).
         UnsupportedOpError: a masked array (the mask would be lost).
     """
-    leaves, tree = tree_flatten(tuple(args))
-    if graph.in_tree is not None and tree != graph.in_tree:
-        raise ShapeError(f"{graph.name}: arguments have structure {tree}, the graph was traced with {graph.in_tree}")
-    if len(leaves) != len(graph.inputs):
-        raise ShapeError(f"{graph.name}: expected {len(graph.inputs)} array arguments, got {len(leaves)}")
-    from .tracing import _leaf_problem  # the per-leaf check shared with trace and compile
-
-    out = []
-    for i, (x, node) in enumerate(zip(leaves, graph.inputs)):
-        name = node.attr("name", f"arg{i}")
-        problem = _leaf_problem(x) if type(x) is not np.ndarray else None
-        if problem is not None:  # masked arrays, strings, ...
-            raise problem[0](f"{graph.name}: argument {name} {problem[1]}")
-        if isinstance(x, np.ndarray) and x.dtype == object:
-            raise DTypeError(f"{graph.name}: argument {name} is an object array")
-        a = np.asarray(x)
-        if a.dtype.kind not in "biuf":
-            raise DTypeError(f"{graph.name}: argument {name} has dtype {a.dtype}, the graph was traced with {node.dtype}")
-        if a.shape != node.shape:
-            raise ShapeError(f"{graph.name}: argument {name} has shape {a.shape}, the graph was traced with {node.shape}")
-        if a.dtype != node.dtype:
-            if not np.can_cast(a.dtype, node.dtype, "same_kind"):
-                raise DTypeError(f"{graph.name}: argument {name} has dtype {a.dtype}, the graph was traced with {node.dtype}")
-            a = a.astype(node.dtype)
-        out.append(a)
-    return out
+    sig = Signature(graph, casting=EVALUATE_CASTING, against="the graph was traced with")
+    return sig.check(sig.flatten(args))
 
 
 def evaluate_flat(outputs: Sequence[Node], order: Sequence[Node], env: dict[Node, Any]) -> list[np.ndarray]:

@@ -7,6 +7,11 @@ so common subexpressions are shared and a value read twice is one node with
 two readers (fan-out). Inside a traced function nodes act as tracers: they
 support NumPy's operators and protocols (see `symgraph.tracing`).
 
+`Node` declares that array interface and `Graph` its conveniences (`evaluate`,
+`dump`, `to_dot`, `render`, `to_networkx`); the modules above that implement
+them install the implementations when imported (`install_array_api`,
+`install_graph_methods`), so this module imports none of them.
+
 Metadata that must not affect identity (the user's source line, the role of a
 node: forward, backward or recomputed) is kept out of the intern key: each
 node carries it in a private slot, read with `meta` and replaced with
@@ -27,7 +32,7 @@ import numpy as np
 from .errors import ShapeError, SourceLocation, SymgraphError, _override, user_location
 
 __all__ = ["Node", "Builder", "Graph", "ConstValue", "current_builder", "meta", "source_location", "role",
-           "collector_paused"]
+           "collector_paused", "install_array_api", "install_graph_methods"]
 
 
 @contextlib.contextmanager
@@ -239,12 +244,98 @@ class Node(_NodeSlots):
         shp = ",".join(map(str, self.shape))
         return f"Node({self.op.name}#{self.id}, {self.dtype}[{shp}])"
 
-    # Hashing is object identity (inherited from object, C speed); tracing.py
-    # gives nodes comparison operators that build graph nodes, so never use
-    # `==` to compare nodes: interning makes `is` the structural test.
+    # Hashing is object identity (inherited from object, C speed); the array
+    # interface below gives nodes comparison operators that build graph nodes,
+    # so never use `==` to compare nodes: interning makes `is` the structural test.
 
-    # Operators, NumPy protocols and conversion guards are attached by
-    # symgraph.tracing (kept there so this module stays the bare IR).
+
+# ----- the array interface of nodes -----
+#
+# Inside a traced function nodes act as arrays. `Node` declares the whole interface
+# here: NumPy's operators and protocols, the ndarray methods and attributes, and the
+# guards that refuse what a traced value cannot do (bool(), float(), in-place updates,
+# the memory of a concrete array). Each member forwards to its implementation, which
+# the tracing layer installs when it is imported (`install_array_api`): the IR
+# imports none of the layers that build on it.
+
+_BINARY = ("add", "sub", "mul", "truediv", "pow", "matmul", "floordiv", "mod", "and", "or", "xor", "lshift",
+           "rshift")
+_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+_OPERATORS = tuple(f"__{n}__" for n in _BINARY + _COMPARISONS) + tuple(f"__r{n}__" for n in _BINARY)
+
+#: Node members that are methods (operators, protocols, ndarray methods, guards).
+ARRAY_METHODS = (
+    _OPERATORS
+    + ("__neg__", "__pos__", "__abs__", "__invert__", "__bool__", "__float__", "__int__", "__complex__",
+       "__index__", "__array__", "__array_ufunc__", "__array_function__", "__getitem__", "__setitem__",
+       "__len__", "__iter__")
+    # ndarray methods that trace
+    + ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "take", "var", "std", "clip", "transpose",
+       "squeeze", "ravel", "flatten", "swapaxes", "reshape", "astype", "dot", "copy", "conj", "conjugate")
+    # ndarray methods that raise, naming themselves: concrete values, in-place updates, no rule yet
+    + ("item", "tolist", "sort", "fill", "put", "resize", "itemset", "partition", "setfield", "all", "any",
+       "argpartition", "argsort", "byteswap", "choose", "compress", "cumprod", "cumsum", "diagonal", "getfield",
+       "nonzero", "repeat", "round", "searchsorted", "trace", "view", "dump", "dumps", "tofile", "tobytes",
+       "to_device", "setflags")
+)
+#: Node members that are properties (the memory attributes raise, naming themselves).
+ARRAY_PROPERTIES = ("T", "mT", "real", "imag", "itemsize", "at", "base", "ctypes", "data", "flags", "flat",
+                    "strides", "device")
+
+
+def _not_installed(name: str) -> Any:
+    def fail(self: Node, *args: Any, **kwargs: Any) -> Any:
+        raise SymgraphError(f"Node.{name}: nodes get their array interface from symgraph.tracing, which is not "
+                            f"imported (import symgraph)")
+
+    return fail
+
+
+#: member name -> implementation, taking the node first (`install_array_api`)
+_array_api: dict[str, Any] = {name: _not_installed(name) for name in ARRAY_METHODS + ARRAY_PROPERTIES}
+
+
+def install_array_api(members: dict[str, Any]) -> None:
+    """Give nodes their array interface: an implementation for every member of the interface.
+
+    The tracing layer calls this once, when it is imported. Each implementation
+    takes the node first: `members["__add__"](x, y)` is `x + y`,
+    `members["T"](x)` is `x.T`.
+
+    Args:
+        members: name -> function, one per name of `ARRAY_METHODS` and `ARRAY_PROPERTIES`.
+
+    Raises:
+        SymgraphError: a member of the interface is missing, or a name is not one.
+    """
+    missing = set(_array_api) - set(members)
+    extra = set(members) - set(_array_api)
+    if missing or extra:
+        raise SymgraphError(f"install_array_api: missing {sorted(missing)}, not in the interface {sorted(extra)}")
+    _array_api.update(members)
+
+
+def _forward(name: str) -> Any:
+    impl = _array_api
+    if name in ARRAY_PROPERTIES:
+        return property(lambda self: impl[name](self), doc=f"x.{name} (see `install_array_api`)")
+    if name in _OPERATORS:
+        def binary(self: Node, other: Any) -> Any:
+            return impl[name](self, other)
+
+        fn = binary
+    else:
+        def method(self: Node, *args: Any, **kwargs: Any) -> Any:
+            return impl[name](self, *args, **kwargs)
+
+        fn = method
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+for _name in ARRAY_METHODS + ARRAY_PROPERTIES:
+    setattr(Node, _name, _forward(_name))  # set after the class body: defining __eq__ there would unset __hash__
+del _name
 
 
 def _new_node(op: Any, inputs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype, tag: Any, m: NodeMeta) -> Node:
@@ -554,7 +645,7 @@ class Graph:
                 raise ShapeError(f"node {n}: stored {n.shape}/{n.dtype}, rules give {shape}/{dtype}")
 
     def evaluate(self, *args: Any) -> Any:
-        """Run the graph with the NumPy reference evaluator.
+        """Run the graph with the NumPy reference evaluator (`symgraph.interpreter.evaluate`).
 
         Args:
             *args: arrays (or pytrees) matching the traced arguments.
@@ -562,33 +653,51 @@ class Graph:
         Returns:
             NumPy arrays in the structure of the traced function's result.
         """
-        from .interpreter import evaluate
-
-        return evaluate(self, *args)
+        return _graph_method("evaluate")(self, *args)
 
     def dump(self, **kw: Any) -> str:
         """A text listing, one node per line (see `symgraph.viz.dump`)."""
-        from .viz import dump
-
-        return dump(self, **kw)
+        return _graph_method("dump")(self, **kw)
 
     def to_dot(self, **kw: Any) -> str:
         """Graphviz DOT source (see `symgraph.viz.to_dot`)."""
-        from .viz import to_dot
-
-        return to_dot(self, **kw)
+        return _graph_method("to_dot")(self, **kw)
 
     def render(self, path: str, **kw: Any) -> str:
         """Render through Graphviz's `dot` (see `symgraph.viz.render`)."""
-        from .viz import render
-
-        return render(self, path, **kw)
+        return _graph_method("render")(self, path, **kw)
 
     def to_networkx(self) -> Any:
         """A networkx.DiGraph with one vertex per node (see `symgraph.viz.to_networkx`)."""
-        from .viz import to_networkx
-
-        return to_networkx(self)
+        return _graph_method("to_networkx")(self)
 
     def __repr__(self) -> str:
         return f"Graph({self.name}: {len(self.inputs)} inputs, {len(self.outputs)} outputs, {len(self)} nodes)"
+
+
+#: Graph conveniences implemented above the IR, with the module that installs each when it is
+#: imported (`install_graph_methods`): the IR imports neither the evaluator nor the dumps.
+GRAPH_METHODS = {"evaluate": "symgraph.interpreter", "dump": "symgraph.viz", "to_dot": "symgraph.viz",
+                 "render": "symgraph.viz", "to_networkx": "symgraph.viz"}
+_graph_methods: dict[str, Any] = {}
+
+
+def install_graph_methods(**methods: Any) -> None:
+    """Implement Graph conveniences: `install_graph_methods(evaluate=fn)` makes `g.evaluate(*a)` call `fn(g, *a)`.
+
+    Raises:
+        SymgraphError: a name that is not one of `GRAPH_METHODS`.
+    """
+    extra = set(methods) - set(GRAPH_METHODS)
+    if extra:
+        raise SymgraphError(f"install_graph_methods: {sorted(extra)} are not Graph conveniences "
+                            f"({sorted(GRAPH_METHODS)})")
+    _graph_methods.update(methods)
+
+
+def _graph_method(name: str) -> Any:
+    fn = _graph_methods.get(name)
+    if fn is None:
+        raise SymgraphError(f"Graph.{name} is implemented by {GRAPH_METHODS[name]}, which is not imported "
+                            f"(import symgraph)")
+    return fn

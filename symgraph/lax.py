@@ -21,7 +21,7 @@ from .errors import DTypeError, ShapeError
 from .ir import ConstValue, Node, current_builder
 from .ops.core import OPS, broadcast_shapes, normalize_axes
 
-__all__ = ["bind", "asnode", "constant", "is_node"]
+__all__ = ["bind", "asnode", "constant", "is_node", "as_output"]
 
 
 def is_node(x: Any) -> bool:
@@ -49,6 +49,19 @@ def constant(value: Any, dtype: Any = None) -> Node:
     if ClosedOverArrays._active and isinstance(value, np.ndarray):
         ClosedOverArrays._active[0].note(value)  # a closed-over array (or a view of one): checked per call
     return current_builder().make(OPS["constant"], (), {"value": ConstValue(value, dtype)})
+
+
+def as_output(o: Any, i: int) -> Node:
+    """Result leaf `i` of a traced function as a node (numbers and arrays become constants).
+
+    Raises:
+        DTypeError: a leaf that is not an array or a number.
+    """
+    if isinstance(o, Node):
+        return o
+    if isinstance(o, (np.ndarray, np.generic, numbers.Number)):
+        return constant(o)
+    raise DTypeError(f"result {i} has type {type(o).__name__}; traced functions return arrays or pytrees of arrays")
 
 
 def _check_array_like(x: Any, op: str, pos: int) -> None:

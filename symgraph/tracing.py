@@ -1,9 +1,10 @@
 """Tracing: running a Python function on tracers records one run as a Graph.
 
-Graph nodes act as tracers. This module gives them NumPy's operators,
-`__array_ufunc__` and `__array_function__` (so unmodified NumPy code traces),
-indexing, the array methods users expect, and guards that turn Python
-control flow on traced values into a clear `TracerConversionError`.
+Graph nodes act as tracers. This module implements their array interface
+(declared by `symgraph.ir.Node`, installed when this module is imported):
+NumPy's operators, `__array_ufunc__` and `__array_function__` (so unmodified
+NumPy code traces), indexing, the array methods users expect, and guards that
+turn Python control flow on traced values into a clear `TracerConversionError`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from typing import Any, Callable
 import numpy as np
 
 from . import lax as L
+from . import numpy as snp
 from .errors import DTypeError, ShapeError, SymgraphError, TracerConversionError, UnsupportedOpError
-from .ir import Builder, Graph, Node, collector_paused, current_builder, meta, tracing_active
+from .ir import Builder, Graph, Node, collector_paused, current_builder, install_array_api, meta, tracing_active
+from .lax import as_output
 from .ops import OPS
 from .tree import tree_flatten, tree_paths, tree_unflatten
 
@@ -260,22 +263,7 @@ def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
     return g
 
 
-def as_output(o: Any, i: int) -> Node:
-    """A result leaf as a node (numbers and arrays become constants)."""
-    if isinstance(o, Node):
-        return o
-    if isinstance(o, (np.ndarray, np.generic, numbers.Number)):
-        return L.constant(o)
-    raise DTypeError(f"result {i} has type {type(o).__name__}; traced functions return arrays or pytrees of arrays")
-
-
-# ----- operators on tracers -----
-
-
-def _snp():
-    from . import numpy as snp
-
-    return snp
+# ----- the array interface of traced values (installed on `ir.Node`, see the end of this module) -----
 
 
 def _check_live(x: Node) -> None:
@@ -292,44 +280,30 @@ def _check_live(x: Node) -> None:
 def _binop(name: str, reverse: bool = False) -> Callable:
     def op(self: Node, other: Any) -> Any:
         _check_live(self)
-        fn = getattr(_snp(), name)
-        try:
-            return fn(other, self) if reverse else fn(self, other)
-        except _NotArray:
-            return NotImplemented
+        fn = getattr(snp, name)
+        return fn(other, self) if reverse else fn(self, other)
 
     op.__name__ = name
     return op
 
 
-class _NotArray(Exception):
-    pass
-
-
+#: Python operator -> symgraph.numpy function
 _BINOPS = {
     "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide", "pow": "power",
     "matmul": "matmul", "floordiv": "floor_divide", "mod": "remainder",
     "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal", "eq": "equal", "ne": "not_equal",
     "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift", "rshift": "right_shift",
 }
-for _py, _fn in _BINOPS.items():
-    setattr(Node, f"__{_py}__", _binop(_fn))
-    if _py not in ("lt", "le", "gt", "ge", "eq", "ne"):
-        setattr(Node, f"__r{_py}__", _binop(_fn, reverse=True))
+_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+
 
 def _unary(name: str) -> Callable:
     def op(self: Node) -> Any:
         _check_live(self)
-        return getattr(_snp(), name)(self)
+        return getattr(snp, name)(self)
 
     op.__name__ = name
     return op
-
-
-Node.__neg__ = _unary("negative")  # type: ignore[method-assign]
-Node.__pos__ = lambda self: self  # type: ignore[method-assign]
-Node.__abs__ = _unary("abs")  # type: ignore[method-assign]
-Node.__invert__ = _unary("invert")  # type: ignore[method-assign]
 
 
 def _conversion_error(what: str, fix: str) -> Callable:
@@ -344,19 +318,9 @@ def _conversion_error(what: str, fix: str) -> Callable:
 
 _IF_FIX = ("Python control flow cannot depend on traced values; use symgraph.numpy.where(cond, a, b) "
            "(or np.where) to select values, or pass the value as a static argument.")
-Node.__bool__ = _conversion_error("bool() (Python `if`, `while`, `and`, `or` or `not` on a traced value)", _IF_FIX)  # type: ignore[method-assign]
-Node.__float__ = _conversion_error("float()", "Keep the value in the graph, or return it from the function and convert the result.")  # type: ignore[method-assign]
+_KEEP_FIX = "Keep the value in the graph, or return it from the function and convert the result."
 _STATIC_FIX = ("Shapes, loop counts and Python indices must be concrete: pass the value as a static argument "
                "(sg.compile(f, static_argnums=...)), or compute it from shapes (x.shape[0]).")
-Node.__int__ = _conversion_error("int()", _STATIC_FIX)  # type: ignore[method-assign]
-Node.__complex__ = _conversion_error("complex()", "Complex numbers are not supported.")  # type: ignore[method-assign]
-Node.__index__ = _conversion_error("Using a traced value as a Python integer (range(n), a list index, a shape)",
-                                   "Use integer-array indexing (x[idx] with an integer array) for gathers. "
-                                   + _STATIC_FIX)  # type: ignore[method-assign]
-Node.__array__ = _conversion_error("np.asarray() / conversion to a NumPy array (also np.arange(n), np.zeros(n) and "
-                                   "other functions that take a traced value as a size)",
-                                   "Use NumPy functions on the traced value directly (they trace), or return it from "
-                                   "the function. " + _STATIC_FIX)  # type: ignore[method-assign]
 
 
 def _setitem(self: Node, idx: Any, value: Any) -> None:
@@ -366,11 +330,6 @@ def _setitem(self: Node, idx: Any, value: Any) -> None:
     )
 
 
-Node.__setitem__ = _setitem  # type: ignore[method-assign]
-Node.item = _conversion_error(".item()", "Keep the value in the graph, or return it from the function and convert the result.")  # type: ignore[attr-defined]
-Node.tolist = _conversion_error(".tolist()", "Keep the value in the graph, or return it from the function and convert the result.")  # type: ignore[attr-defined]
-
-
 def _inplace_method(name: str) -> Callable:
     def fn(self: Node, *a: Any, **k: Any) -> None:
         raise TracerConversionError(
@@ -378,10 +337,6 @@ def _inplace_method(name: str) -> Callable:
             f"traced values are immutable. Use a functional form (x = ... or x.at[idx].set(v)).")
 
     return fn
-
-
-for _m in ("sort", "fill", "put", "resize", "itemset", "partition", "setfield"):
-    setattr(Node, _m, _inplace_method(_m))
 
 
 def _len(self: Node) -> int:
@@ -396,37 +351,19 @@ def _iter(self: Node) -> Any:
     return (self[i] for i in range(self.shape[0]))
 
 
-Node.__len__ = _len  # type: ignore[method-assign]
-Node.__iter__ = _iter  # type: ignore[method-assign]
-Node.T = property(lambda self: L.transpose(self))  # type: ignore[attr-defined]
-Node.mT = property(lambda self: L.swap_last(self))  # type: ignore[attr-defined]
-
-
 def _method(name: str) -> Callable:
     def m(self: Node, *a: Any, **k: Any) -> Any:
         _check_live(self)
-        return getattr(_snp(), name)(self, *a, **k)
+        return getattr(snp, name)(self, *a, **k)
 
     m.__name__ = name
     return m
-
-
-for _m in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "take", "var", "std", "clip", "transpose",
-           "squeeze", "ravel", "flatten", "swapaxes"):
-    setattr(Node, _m, _method(_m))
 
 
 def _copy(self: Node, order: str = "K") -> Node:
     """x.copy(): traced values are immutable, so a copy is the same value."""
     _check_live(self)
     return self
-
-
-Node.copy = _copy  # type: ignore[attr-defined]
-Node.conj = Node.conjugate = _copy  # type: ignore[attr-defined]  (real dtypes only: complex is refused)
-Node.real = property(_copy)  # type: ignore[attr-defined]
-Node.imag = property(lambda self: _snp().zeros_like(self))  # type: ignore[attr-defined]
-Node.itemsize = property(lambda self: self.dtype.itemsize)  # type: ignore[attr-defined]
 
 
 def _no_rule_method(name: str) -> Callable:
@@ -438,22 +375,13 @@ def _no_rule_method(name: str) -> Callable:
     return m
 
 
-def _memory_attribute(name: str) -> property:
+def _memory_attribute(name: str) -> Callable:
     def get(self: Node) -> Any:
         raise TracerConversionError(f"x.{name} needs the memory of a concrete array, but this is a traced value "
                                     f"(shape {self.shape}, dtype {self.dtype}); return the value from the function "
                                     f"and use {name} on the result")
 
-    return property(get)
-
-
-# Every other public ndarray method and attribute raises, naming itself (test_tracing checks the list is whole).
-for _m in ("all", "any", "argpartition", "argsort", "byteswap", "choose", "compress", "cumprod", "cumsum",
-           "diagonal", "getfield", "nonzero", "repeat", "round", "searchsorted", "trace", "view", "dump", "dumps",
-           "tofile", "tobytes", "to_device", "setflags"):
-    setattr(Node, _m, _no_rule_method(_m))
-for _m in ("base", "ctypes", "data", "flags", "flat", "strides", "device"):
-    setattr(Node, _m, _memory_attribute(_m))
+    return get
 
 
 def _reshape_method(self: Node, *shape: Any, **kw: Any) -> Any:
@@ -472,18 +400,11 @@ def _astype(self: Node, dtype: Any, copy: bool = True) -> Any:
     return L.cast(self, dtype)
 
 
-Node.reshape = _reshape_method  # type: ignore[attr-defined]
-Node.transpose = _transpose_method  # type: ignore[attr-defined]
-Node.astype = _astype  # type: ignore[attr-defined]
-Node.dot = lambda self, other: _binop("dot")(self, other)  # type: ignore[attr-defined]
-
-
 # ----- NumPy protocols -----
 
 
 def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
     _check_live(self)
-    snp = _snp()
     if kwargs.get("out") is not None:
         raise UnsupportedOpError(f"np.{ufunc.__name__}(..., out=...) writes in place, which tracing does not support")
     kwargs.pop("out", None)
@@ -508,7 +429,6 @@ def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: An
 
 def _array_function(self: Node, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
     _check_live(self)
-    snp = _snp()
     fn = snp.FUNCTIONS.get(func)
     if fn is None:
         mod = getattr(func, "__module__", "numpy") or "numpy"
@@ -524,10 +444,6 @@ def _array_function(self: Node, func: Any, types: Any, args: Any, kwargs: Any) -
         except ValueError:  # no signature available
             pass
     return fn(*args, **kwargs)
-
-
-Node.__array_ufunc__ = _array_ufunc  # type: ignore[attr-defined]
-Node.__array_function__ = _array_function  # type: ignore[attr-defined]
 
 
 # ----- indexing -----
@@ -674,9 +590,6 @@ def _getitem_method(self: Node, idx: Any) -> Any:
     return getitem(self, idx)
 
 
-Node.__getitem__ = _getitem_method  # type: ignore[method-assign]
-
-
 class _AtIndexer:
     """x.at[idx].set(v) / .add(v): functional updates (JAX-style), for concrete indices."""
 
@@ -720,9 +633,6 @@ class _AtIndexer:
         return L.where(mask.reshape(x.shape), L.reshape(upd, x.shape), x)
 
 
-Node.at = property(lambda self: _AtIndexer(self))  # type: ignore[attr-defined]
-
-
 def is_traced(x: Any) -> bool:
     """Whether x is a traced value (a graph node)."""
     return isinstance(x, Node)
@@ -732,3 +642,57 @@ def ensure_no_leak(x: Any) -> None:
     """Raise if x is a Node escaping its trace (used at API boundaries)."""
     if isinstance(x, Node):
         raise SymgraphError("a traced value escaped its trace")
+
+
+# ----- installing the array interface on ir.Node -----
+
+
+def _array_interface() -> dict[str, Callable]:
+    """The implementation of each member of Node's array interface (`ir.ARRAY_METHODS`, `ir.ARRAY_PROPERTIES`)."""
+    api: dict[str, Callable] = {}
+    for py, fn in _BINOPS.items():
+        api[f"__{py}__"] = _binop(fn)
+        if py not in _COMPARISONS:
+            api[f"__r{py}__"] = _binop(fn, reverse=True)
+    api.update({
+        "__neg__": _unary("negative"), "__pos__": lambda self: self, "__abs__": _unary("abs"),
+        "__invert__": _unary("invert"),
+        "__bool__": _conversion_error("bool() (Python `if`, `while`, `and`, `or` or `not` on a traced value)",
+                                      _IF_FIX),
+        "__float__": _conversion_error("float()", _KEEP_FIX),
+        "__int__": _conversion_error("int()", _STATIC_FIX),
+        "__complex__": _conversion_error("complex()", "Complex numbers are not supported."),
+        "__index__": _conversion_error("Using a traced value as a Python integer (range(n), a list index, a shape)",
+                                       "Use integer-array indexing (x[idx] with an integer array) for gathers. "
+                                       + _STATIC_FIX),
+        "__array__": _conversion_error("np.asarray() / conversion to a NumPy array (also np.arange(n), np.zeros(n) "
+                                       "and other functions that take a traced value as a size)",
+                                       "Use NumPy functions on the traced value directly (they trace), or return "
+                                       "it from the function. " + _STATIC_FIX),
+        "__array_ufunc__": _array_ufunc, "__array_function__": _array_function,
+        "__getitem__": _getitem_method, "__setitem__": _setitem, "__len__": _len, "__iter__": _iter,
+        "item": _conversion_error(".item()", _KEEP_FIX), "tolist": _conversion_error(".tolist()", _KEEP_FIX),
+        "reshape": _reshape_method, "transpose": _transpose_method, "astype": _astype, "dot": _binop("dot"),
+        "copy": _copy, "conj": _copy, "conjugate": _copy,  # real dtypes only: complex is refused
+        # properties
+        "T": lambda self: L.transpose(self), "mT": lambda self: L.swap_last(self), "real": _copy,
+        "imag": lambda self: snp.zeros_like(self), "itemsize": lambda self: self.dtype.itemsize,
+        "at": lambda self: _AtIndexer(self),
+    })
+    for m in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "take", "var", "std", "clip", "squeeze",
+              "ravel", "flatten", "swapaxes"):
+        api[m] = _method(m)
+    for m in ("sort", "fill", "put", "resize", "itemset", "partition", "setfield"):
+        api[m] = _inplace_method(m)
+    # Every other public ndarray method and attribute raises, naming itself (test_tracer_methods checks the
+    # list is whole).
+    for m in ("all", "any", "argpartition", "argsort", "byteswap", "choose", "compress", "cumprod", "cumsum",
+              "diagonal", "getfield", "nonzero", "repeat", "round", "searchsorted", "trace", "view", "dump", "dumps",
+              "tofile", "tobytes", "to_device", "setflags"):
+        api[m] = _no_rule_method(m)
+    for m in ("base", "ctypes", "data", "flags", "flat", "strides", "device"):
+        api[m] = _memory_attribute(m)
+    return api
+
+
+install_array_api(_array_interface())

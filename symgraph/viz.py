@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .errors import SymgraphError
-from .ir import Graph, Node, meta
+from .ir import Graph, Node, install_graph_methods, meta
 
 __all__ = [
     "dump",
@@ -932,3 +932,6 @@ def to_networkx(graph: Graph) -> Any:
         for pos, x in enumerate(n.inputs):
             g.add_edge(ids[x], ids[n], position=pos)
     return g
+
+
+install_graph_methods(dump=dump, to_dot=to_dot, render=render, to_networkx=to_networkx)  # g.dump(), ...

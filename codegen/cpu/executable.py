@@ -1,9 +1,10 @@
 """The LLVM backend's executable: checks a call's arguments, allocates outputs, calls the native entry.
 
-Every argument is checked (shape, dtype; non-contiguous or misaligned arrays are copied) before
-native code runs, so a wrong call raises an error instead of crashing. A generated per-signature
-Python function does the checks for the common case of positional arrays in a few attribute reads
-and calls the entry directly (`codegen.cpu.abi`).
+Every argument is checked by `symgraph.signature` (the rules of docs/compile.md, "Arguments")
+before native code runs, so a wrong call raises an error instead of crashing. A generated
+per-signature Python function (`Executable.fast`) applies the same checks in a few attribute
+reads and calls the entry directly (`codegen.cpu.abi`); anything it does not accept takes the
+checked path (`Executable.run`).
 """
 
 from __future__ import annotations
@@ -13,23 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from symgraph.compile import MISS  # the fast-path sentinel shared with sg.compile
-from symgraph.errors import DTypeError, ShapeError
+from symgraph.signature import (COMPILED_CASTING, Signature, canonical_dtype, donatable, fast_match_source,
+                                fast_pack_source)
 
 from .abi import fastcall_builtin
 
 __all__ = ["Executable"]
 
 
-def _canonical(d: Any) -> np.dtype:
-    """The canonical dtype object (`np.dtype(np.float64)` is a singleton; derived dtypes may not be)."""
-    d = np.dtype(d)
-    if d.isnative and d.kind in "biuf":
-        return np.dtype(d.type)
-    return d
-
-
 def _aligned_empty(nbytes: int, align: int = 64) -> np.ndarray:
+    """An uninitialized byte array of `nbytes` whose data starts at a multiple of `align` bytes."""
     raw = np.empty(nbytes + align, dtype=np.uint8)
     off = (-raw.ctypes.data) % align
     return raw[off:off + nbytes]
@@ -38,11 +32,23 @@ def _aligned_empty(nbytes: int, align: int = 64) -> np.ndarray:
 class Executable:
     """One compiled signature: checks arguments, allocates outputs, calls native code.
 
+    Args:
+        graph: the compiled graph.
+        jitted: the JIT-compiled module (`codegen.jit.compile_ir`); its entry is called.
+        in_specs: [(shape, dtype)] per input leaf (the graph's inputs).
+        out_buffers: [(shape, dtype)] of the fresh output arrays the entry writes.
+        out_plan: per graph output, where it comes from (see `_assemble`).
+        arena_bytes: the scratch memory one call needs, bytes.
+        consts: constant arrays the entry reads.
+        donated: output position -> the input leaf whose buffer it is written into.
+        stats: figures of the compilation (`codegen.compile_graph`).
+        abi: how the entry is called (`codegen.cpu.abi.call_abi`).
+
     Attributes:
         graph: the compiled graph.
         stats: figures (nodes, kernels, compile_seconds, peak_bytes, arena_bytes, ...).
-        fast: a generated function for flat positional array arguments
-            (returns MISS when the arguments do not match exactly).
+        fast: a generated function of the positional arguments (returns MISS when they do not
+            match the signature exactly; see `_make_fast`), or None.
     """
 
     def __init__(self, graph: Any, jitted: Any, in_specs: list, out_buffers: list, out_plan: list,
@@ -51,10 +57,11 @@ class Executable:
         self.graph = graph
         self.jitted = jitted
         # [(shape, dtype)]; dtypes canonical (the fast path compares them by identity)
-        self.in_specs = [(tuple(sh), _canonical(d)) for sh, d in in_specs]
+        self.signature = Signature(graph, casting=COMPILED_CASTING, contiguous=True, specs=in_specs)
+        self.in_specs = self.signature.specs
         # [(shape, dtype)] of fresh output arrays; canonical dtypes, so outputs passed back in (parameters
         # of a training loop) pass the fast path's identity check on dtypes
-        self.out_buffers = [(tuple(sh), _canonical(d)) for sh, d in out_buffers]
+        self.out_buffers = [(tuple(sh), canonical_dtype(d)) for sh, d in out_buffers]
         # per output: ("buf", j) | ("in", li) | ("copy_in", li) | ("const", array) | ("dup", k)
         self.out_plan = out_plan
         self.arena_bytes = arena_bytes
@@ -115,9 +122,11 @@ class Executable:
         return rows
 
     def llvm_ir(self) -> str:
+        """The optimized LLVM IR of the module."""
         return self.jitted.llvm_ir()
 
     def asm(self) -> str:
+        """The host assembly of the module."""
         return self.jitted.asm()
 
     # -- arena --
@@ -154,51 +163,22 @@ class Executable:
     def run(self, leaves: list[Any]) -> list[np.ndarray]:
         """Run on flat argument leaves; returns the flat outputs.
 
+        The leaves are checked by `symgraph.signature.Signature.check` (casting: byte order only;
+        non-contiguous or misaligned arrays are copied); a donated leaf that is not
+        `symgraph.signature.donatable` is copied, so its output goes to a fresh buffer.
+
         Raises:
-            ShapeError: an argument of another shape than the compiled signature.
-            DTypeError: an argument of another dtype (or not numeric).
+            ShapeError: another number of leaves, or a leaf of another shape than the compiled signature.
+            DTypeError: a leaf of another dtype (or not numeric).
+            UnsupportedOpError: a masked array.
         """
-        if len(leaves) != len(self.in_specs):
-            raise ShapeError(f"{self.graph.name}: expected {len(self.in_specs)} array arguments, got {len(leaves)}")
-        arrs = []
-        for i, (x, (shape, dtype)) in enumerate(zip(leaves, self.in_specs)):
-            name = self.graph.inputs[i].attr("name", f"arg{i}")
-            a = x if type(x) is np.ndarray else np.asarray(x)
-            if not a.dtype.isnative and a.dtype.newbyteorder("=") == dtype:
-                a = a.astype(dtype)  # byte-swapped input: same values, native order
-            if a.dtype != dtype:
-                if a.dtype.kind not in "biuf":
-                    raise DTypeError(f"{self.graph.name}: argument {name} has dtype {a.dtype}; expected {dtype}")
-                raise DTypeError(f"{self.graph.name}: argument {name} has dtype {a.dtype}, the compiled "
-                                 f"signature has {dtype}")
-            if a.shape != shape:
-                raise ShapeError(f"{self.graph.name}: argument {name} has shape {a.shape}, the compiled "
-                                 f"signature has {shape}")
-            if not (a.flags.c_contiguous and a.flags.aligned):
-                a = np.ascontiguousarray(a)
-                if not a.flags.aligned:
-                    a = a.copy()
-            arrs.append(a)
+        arrs = self.signature.check(leaves)
         for li in self.donated_leaves:
-            a = arrs[li]
-            if not self._donatable(a, leaves[li], arrs, li):
-                arrs[li] = a.copy()
+            if not donatable(arrs, leaves, li):
+                arrs[li] = arrs[li].copy()
         outs = tuple(np.empty(s, d) for s, d in self.out_buffers)
         self._call(tuple(arrs), outs)
         return self._assemble(arrs, outs)
-
-    @staticmethod
-    def _donatable(a: np.ndarray, orig: Any, arrs: list, li: int) -> bool:
-        if a is not orig or a.base is not None or not a.flags.writeable:
-            return False
-        for j, b in enumerate(arrs):
-            if j == li:
-                continue
-            while b is not None:
-                if b is a:
-                    return False
-                b = b.base if isinstance(b, np.ndarray) else None
-        return True
 
     def _call(self, args: tuple, outs: tuple) -> None:
         try:  # pop first: a check-then-pop would race between threads
@@ -220,6 +200,8 @@ class Executable:
                 self._pool.append(arena)
 
     def _assemble(self, arrs: list, outs: tuple) -> list[np.ndarray]:
+        """The outputs per `out_plan`: a fresh buffer ("buf"), a donated input ("in"), a copy of an
+        input ("copy_in"), a copy of a constant ("const") or a copy of an earlier output ("dup")."""
         res: list[np.ndarray] = []
         for kind, v in self.out_plan:
             if kind == "buf":
@@ -239,104 +221,17 @@ class Executable:
     def _make_fast(self) -> Any:
         """Generate the per-signature call function (argument checks and output assembly unrolled).
 
-        The arguments' pytree structure is matched by generated code (tuple
-        lengths, dict key sets, list lengths) and each array leaf by type,
-        dtype, shape and strides; anything else returns MISS (the caller then
-        takes the checked path).
+        `symgraph.signature.fast_match_source` writes the argument checks (the same rules as
+        `run`'s); this adds the output allocation, the native call and the output assembly.
+        Anything the checks refuse returns MISS (the caller then takes the checked path).
         """
-        from symgraph.tree import tree_unflatten
-
-        n = len(self.in_specs)
-        ns: dict[str, Any] = {"_nd": np.ndarray, "_empty": np.empty, "_MISS": MISS, "_native": self.native,
-                              "_pool": self._pool, "_new": self._arena, "_dummy": self._dummy,
-                              "_consts": self.consts, "_array": np.array, "_unflatten": tree_unflatten,
-                              "_tree": self.graph.out_tree, "_float": float, "_int": int, "_bool": bool,
-                              "_dict": dict, "_tuple": tuple, "_list": list}
-        lines = ["def fast(args):"]
-        names: list[str] = []
-        tmp = iter(range(1 << 30))
-
-        def extract(td: Any, expr: str) -> bool:
-            """Emit checks for the structure `td` at `expr`; leaves become variables a0, a1, ..."""
-            if td.kind == "leaf":
-                v = f"a{len(names)}"
-                names.append(v)
-                if expr != v:
-                    lines.append(f"    {v} = {expr}")
-                return True
-            if td.kind == "none":
-                lines.append(f"    if {expr} is not None: return _MISS")
-                return True
-            k = next(tmp)
-            var = f"t{k}"
-            if expr != "args":
-                lines.append(f"    {var} = {expr}")
-            else:
-                var = "args"
-            if td.kind in ("tuple", "list"):
-                ty = "_tuple" if td.kind == "tuple" else "_list"
-                if var != "args":
-                    lines.append(f"    if type({var}) is not {ty} or len({var}) != {len(td.children)}: return _MISS")
-                    for i, c in enumerate(td.children):
-                        extract(c, f"{var}[{i}]")
-                    return True
-                lines.append(f"    if len(args) != {len(td.children)}: return _MISS")
-                if td.children:  # unpack the positional arguments in one step
-                    xs = [f"x{i}" for i in range(len(td.children))]
-                    lines.append(f"    {', '.join(xs)}{',' if len(xs) == 1 else ''} = args")
-                    for x, c in zip(xs, td.children):
-                        if c.kind == "leaf":
-                            v = f"a{len(names)}"
-                            names.append(v)
-                            lines.append(f"    {v} = {x}")
-                        else:
-                            extract(c, x)
-                return True
-            if td.kind == "dict":
-                ns[f"K{k}"] = frozenset(td.meta)
-                lines.append(f"    if type({var}) is not _dict or {var}.keys() != K{k}: return _MISS")
-                for key, c in zip(td.meta, td.children):
-                    ns[f"KEY{k}_{len(names)}"] = key
-                    extract(c, f"{var}[KEY{k}_{len(names)}]")
-                return True
-            return False  # namedtuples and other nodes: no fast path
-
-        in_tree = self.graph.in_tree
-        if in_tree is None or in_tree.kind != "tuple" or not extract(in_tree, "args") or len(names) != n:
+        ns: dict[str, Any] = {"_empty": np.empty, "_array": np.array, "_native": self.native, "_pool": self._pool, "_new": self._arena,
+                              "_dummy": self._dummy, "_consts": self.consts}
+        match = fast_match_source(self.graph.in_tree, self.in_specs, self.donated_leaves, ns)
+        if match is None:
             return None
-        flat_args = all(c.kind == "leaf" for c in in_tree.children)
-        rebuild = not flat_args
-        for i, (shape, dtype) in enumerate(self.in_specs):
-            a = names[i]
-            ns[f"D{i}"] = dtype
-            ns[f"S{i}"] = tuple(shape)
-            st = []
-            acc = dtype.itemsize
-            for d in reversed(shape):
-                st.append(acc)
-                acc *= d
-            ns[f"T{i}"] = tuple(reversed(st))
-            check = f"type({a}) is not _nd or {a}.dtype is not D{i} or {a}.shape != S{i} or {a}.strides != T{i}"
-            if shape == () and i not in self.donated_leaves:
-                # scalars: the NumPy scalar type (np.float64(2.0)) and the matching Python type become 0-d arrays
-                ns[f"ST{i}"] = dtype.type
-                py = {"f": "float", "i": "int", "b": "bool"}.get(dtype.kind) if dtype.itemsize == 8 or \
-                    dtype.kind == "b" else None
-                conv = f"type({a}) is ST{i}" + (f" or type({a}) is _{py}" if py else "")
-                lines.append(f"    if {conv}: {a} = _array({a}, D{i})")
-                lines.append(f"    elif {check}: return _MISS")
-                rebuild = True
-            else:
-                lines.append(f"    if {check}: return _MISS")
-        for li in sorted(self.donated_leaves):
-            a = names[li]
-            lines.append(f"    if {a}.base is not None or not {a}.flags.writeable: return _MISS")
-            for j in range(n):
-                if j != li:
-                    lines.append(f"    if {names[j]} is {a} or {names[j]}.base is {a}: return _MISS")
-        leaves_t = f"({', '.join(names)}{',' if n == 1 else ''})"
-        if rebuild:
-            lines.append(f"    args = {leaves_t}")
+        lines, names = match
+        lines.insert(0, "def fast(args):")
         outs = []
         for j, (shape, dtype) in enumerate(self.out_buffers):
             ns[f"OS{j}"] = tuple(shape)
@@ -346,12 +241,8 @@ class Executable:
         outs_t = f"({', '.join(outs)}{',' if len(outs) == 1 else ''})"
         if self.arena_bytes:
             # pop first, create on IndexError: a check-then-pop races between threads
-            lines.append("    try:")
-            lines.append("        ar = _pool.pop()")
-            lines.append("    except IndexError:")
-            lines.append("        ar = _new()")
-            lines.append(f"    _native(args, {outs_t}, ar, _consts)")
-            lines.append("    _pool.append(ar)")
+            lines += ["    try:", "        ar = _pool.pop()", "    except IndexError:", "        ar = _new()",
+                      f"    _native(args, {outs_t}, ar, _consts)", "    _pool.append(ar)"]
         else:
             lines.append(f"    _native(args, {outs_t}, _dummy, _consts)")
         res = []
@@ -369,33 +260,7 @@ class Executable:
             else:
                 lines.append(f"    {r} = {res[v]}.copy()")
             res.append(r)
-        it = iter(res)
-
-        def build(td: Any) -> str | None:
-            if td.kind == "leaf":
-                return next(it)
-            if td.kind == "none":
-                return "None"
-            parts = [build(c) for c in td.children]
-            if any(p is None for p in parts):
-                return None
-            if td.kind == "tuple":
-                return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
-            if td.kind == "list":
-                return f"[{', '.join(parts)}]"
-            if td.kind == "dict":
-                items = []
-                for key, p in zip(td.meta, parts):
-                    ns[f"OK{len(ns)}"] = key
-                    items.append(f"OK{len(ns) - 1}: {p}")
-                return "{" + ", ".join(items) + "}"
-            return None
-
-        tree = self.graph.out_tree
-        expr = build(tree) if tree is not None else None
-        if expr is None:
-            expr = f"_unflatten(_tree, [{', '.join(res)}])"
-        lines.append(f"    return {expr}")
+        lines.append(f"    return {fast_pack_source(self.graph.out_tree, res, ns)}")
         src = "\n".join(lines)
         exec(compile(src, f"<symgraph fast call {self.graph.name}>", "exec"), ns)  # noqa: S102
         fast = ns["fast"]
