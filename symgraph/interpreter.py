@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import ShapeError, SymgraphError
-from .ir import Graph, Node
+from .ir import Graph, Node, install_graph_methods
 from .passes.schedule import last_use, schedule
 from .signature import EVALUATE_CASTING, Signature
 from .tree import tree_unflatten
@@ -87,3 +87,6 @@ def evaluate(graph: Graph, *args: Any) -> Any:
     if graph.out_tree is None:
         return results
     return tree_unflatten(graph.out_tree, results)
+
+
+install_graph_methods(evaluate=evaluate)  # Graph.evaluate
