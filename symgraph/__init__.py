@@ -5,7 +5,13 @@ any order), simplify, checkpoint, and compile it to native code with LLVM.
 The public API is listed in `__all__`; see README.md and docs/.
 """
 
-from . import ops as _ops  # noqa: F401  (registers the primitives)
+from .ops import (  # noqa: F401  (the rule modules register the primitives; symgraph.ops is the registry)
+    custom as _custom_ops,
+    elementwise as _elementwise_ops,
+    linalg as _linalg_ops,
+    remat as _remat_ops,
+    structural as _structural_ops,
+)
 from . import tracing as _tracing  # noqa: F401  (installs the array interface of nodes)
 from . import nn, numpy, optim, random, viz  # noqa: F401  (viz installs Graph.dump, to_dot, render, to_networkx)
 from .errors import (

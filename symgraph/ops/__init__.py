@@ -1,9 +1,13 @@
 """The op registry: every primitive declared once with all of its rules.
 
-Importing this package registers every primitive in `OPS`.
+`OPS` maps each op name to its `Op` record (`symgraph.ops.core`). The rule
+modules (`custom`, `elementwise`, `linalg`, `remat`, `structural`) register
+their primitives when they are imported. Their rules are written with
+`symgraph.lax`, which binds ops through this registry, so this package does
+not import them (that would be a cycle): `symgraph/__init__.py` does, first,
+and every `import symgraph.x` runs it.
 """
 
-from . import custom, elementwise, linalg, remat, structural  # noqa: F401  (registration side effects)
 from .core import KINDS, OPS, Op, get, register
 
 __all__ = ["OPS", "Op", "KINDS", "get", "register"]
