@@ -45,7 +45,8 @@ from .batching import vmap
 from .compile import CompiledFunction, compile  # noqa: A004  (sg.compile, per the API)
 from .custom import custom_jvp, custom_vjp
 from .testing import check_grads, check_vjp_jvp
-from .transforms import config, grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, stop_gradient, value_and_grad, vjp
+from .eager import config
+from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, stop_gradient, value_and_grad, vjp
 from .tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 
 __version__ = "0.1.0"

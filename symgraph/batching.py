@@ -25,6 +25,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import lax as L
+from .autodiff import placeholder
+from .eager import run
 from .errors import ShapeError, SymgraphError
 from .ir import Node, current_builder, meta, role, source_location, toposort, tracing_active
 from .ops.linalg import parse_einsum
@@ -369,8 +371,6 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
                 elif xb.shape[0] != size:
                     raise ShapeError(f"{fname}: mapped axes have different sizes: {size} and {xb.shape[0]} "
                                      f"(argument {a}, shape {x.shape}, axis {ax})")
-                from .autodiff import placeholder
-
                 ph = placeholder(xb.shape[1:], xb.dtype, name=f"vmap_arg{a}")
                 subst[ph] = xb
                 phs.append(ph)
@@ -379,9 +379,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
             raise SymgraphError(f"{fname}: no argument is mapped (in_axes is all None)")
         out = f(*new_args)
         ol, otree = tree_flatten(out)
-        from .tracing import as_output
-
-        ol = [as_output(o, i) for i, o in enumerate(ol)]
+        ol = [L.as_output(o, i) for i, o in enumerate(ol)]
         outs = batch_nodes(ol, subst, size)
         oax = _norm_axes(out_axes, len(outs), "out_axes")
         res = []
@@ -397,8 +395,6 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
     def vf(*args: Any) -> Any:
         if tracing_active() or any(isinstance(x, Node) for x in tree_flatten(args)[0]):
             return inline(*args)  # into the graph being traced (f may close over its values)
-        from .transforms import _run
-
-        return _run(inline, args, fname)
+        return run(inline, args, fname)
 
     return vf

@@ -12,30 +12,22 @@ float32 out).
 from __future__ import annotations
 
 import functools
-import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from . import lax as L
-from .autodiff import fresh, is_float, jvp_nodes, vjp_nodes
+from . import numpy as snp
+from .autodiff import fresh, is_float, jvp_nodes, placeholder, vjp_nodes
+from .batching import batch_nodes, identity_basis
+from .eager import run as _run
 from .errors import DTypeError, NonScalarOutputError, ShapeError, SymgraphError
 from .ir import Node, tracing_active
-from .tracing import _leaf_problem, arg_leaf_names, as_output, check_args, leaf_spec, trace
+from .lax import as_output
+from .tracing import _leaf_problem, arg_leaf_names, check_args, leaf_spec
 from .tree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient",
-           "config"]
-
-
-class _Config(threading.local):
-    """Switches: `config.simplify` (default True) simplifies results of transformations."""
-
-    def __init__(self) -> None:
-        self.simplify = True
-
-
-config = _Config()
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient"]
 
 
 def _build_inline(tree: Any) -> bool:
@@ -62,21 +54,6 @@ def _normalize_argnums(argnums: int | Sequence[int], nargs: int, fname: str) -> 
         if not -nargs <= a < nargs:
             raise SymgraphError(f"{fname}: argnums {a} is out of range for {nargs} positional arguments")
     return tuple(a % nargs for a in nums), single
-
-
-def _run(fn: Callable, args: tuple, name: str, simplify: bool | None = None, user_fn: Callable | None = None) -> Any:
-    """Trace fn on concrete args, simplify, evaluate with the NumPy evaluator.
-
-    `user_fn` (the function the user passed, when fn wraps it) names the arguments in error messages.
-    """
-    if user_fn is not None:
-        check_args(args, user_fn, name)
-    g = trace(fn, *args, name=name)
-    if config.simplify if simplify is None else simplify:
-        from .passes.simplify import simplify as _simplify
-
-        g = _simplify(g)
-    return g.evaluate(*args)
 
 
 def _wrt_leaves(args: tuple, nums: tuple[int, ...], fname: str) -> tuple[list, list[list[Node]], list[Any]]:
@@ -362,16 +339,11 @@ def _zeros(shape: tuple, dtype: Any) -> Node:
 
 def _basis(n: int, shape: tuple, dtype: Any) -> Node:
     """The identity basis (n, *shape) with n = prod(shape), as a node (size-independent node count)."""
-    from .batching import identity_basis
-
     return L.reshape(identity_basis(n, dtype), (n,) + tuple(shape))
 
 
 def _jacrev_nodes(o: Node, wrt: list[Node]) -> list[Node]:
     """Rows of d o / d w for each w: one pullback of a placeholder seed, batched over the identity basis."""
-    from .autodiff import placeholder
-    from .batching import batch_nodes
-
     if o.size == 0:
         return [_zeros(o.shape + w.shape, w.dtype) for w in wrt]
     seed = placeholder(o.shape, o.dtype, name="seed")
@@ -386,9 +358,6 @@ def _jacrev_nodes(o: Node, wrt: list[Node]) -> list[Node]:
 
 def _jacfwd_nodes(outs: list[Node], w: Node) -> list[Node]:
     """Columns of d o / d w for each o: one pushforward of a placeholder tangent, batched over the basis."""
-    from .autodiff import placeholder
-    from .batching import batch_nodes
-
     if w.size == 0:
         return [_zeros(o.shape + w.shape, o.dtype) for o in outs]
     tp = placeholder(w.shape, w.dtype, name="tangent")
@@ -529,6 +498,4 @@ def hvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
 
 def stop_gradient(x: Any) -> Any:
     """x, with zero derivative (applied leaf-wise to pytrees)."""
-    from . import numpy as snp
-
     return tree_map(snp.stop_gradient, x)
