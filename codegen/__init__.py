@@ -6,7 +6,8 @@ never imports this package or llvmlite.
 Pipeline of `compile_graph`: partition the scheduled graph into kernels
 (`fuse`), assign buffers and plan the arena (`program`), emit LLVM IR
 (`lower`, `program`), optimize and JIT-compile for the host CPU (`jit`), and
-wrap the entry point in a checked, low-overhead caller (`cpu.executable`).
+wrap the entry point in a checked, low-overhead caller (`cpu.executable`). The
+"llvm" entry of symgraph's backend registry is `cpu.backend.LLVMBackend`.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 A `CompiledFunction` wraps a Python function. On the first call with a new
 input signature (pytree structure, shapes, dtypes, static arguments) it
 traces the function, simplifies the graph, applies checkpointing when asked,
-schedules it and hands it to a backend: `"llvm"` (the `codegen` package:
-fused, vectorized native code) or `"numpy"` (the reference evaluator). The
-result is cached per signature. Called on tracers (inside `sg.grad`,
+schedules it and hands it to a backend found by name in `symgraph.backend`'s
+registry (built in: `"llvm"`, fused, vectorized native code; `"numpy"`, the
+reference evaluator). The result is cached per signature. Called on tracers (inside `sg.grad`,
 `sg.trace`, another `compile`) it calls the Python function inline, so a
 compiled function stays a graph transform and can be differentiated.
 """
@@ -22,23 +22,28 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .backend import Executable, backend_names, check_backend_name, get_backend
+from .closures import ClosedOverArrays
 from .errors import SymgraphError
 from .ir import Graph, Node, tracing_active
-from .closures import ClosedOverArrays
 from .random import NumpyRandomWatch
-from .signature import COMPILED_CASTING, MISS, Signature, donatable
+from .signature import MISS
 from .tracing import check_args, trace
 from .tree import tree_flatten, tree_unflatten
 
-__all__ = ["compile", "CompiledFunction", "run_pipeline", "BACKENDS", "MISS"]
+__all__ = ["compile", "CompiledFunction", "run_pipeline", "MISS"]
 
 log = logging.getLogger("symgraph.compile")
 #: After this many compiles caused by changed closed-over values, `CompiledFunction` warns once.
 CLOSURE_RECOMPILE_WARN = 8
 
-BACKENDS = ("llvm", "numpy")
-
 _MISS = MISS  # returned by a signature's fast path when the arguments do not match it exactly
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BACKENDS":  # the registered backend names (formerly a constant)
+        return backend_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _dump_stage(stage: str, graph: Graph, **extra: Any) -> None:
@@ -99,60 +104,13 @@ def run_pipeline(graph: Graph, checkpoint: Any = None) -> tuple[Graph, list[Node
     return g, order
 
 
-class _NumpyExecutable:
-    """Runs one signature's graph with the NumPy evaluator (backend="numpy")."""
-
-    def __init__(self, graph: Graph, order: list[Node], donate_leaves: frozenset[int]):
-        from .passes.schedule import peak_bytes
-
-        self.graph = graph
-        self.order = order
-        self.donate_leaves = donate_leaves
-        self.signature = Signature(graph, casting=COMPILED_CASTING)
-        nodes = len(order)
-        self.stats = {
-            "backend": "numpy",
-            "nodes": nodes,
-            "kernels": sum(1 for n in order if n.op.kind != "source"),
-            "peak_bytes": peak_bytes(order, graph.outputs),
-        }
-        # Donated input leaf -> output positions it may receive (same shape and dtype).
-        self.donation: dict[int, int] = {}
-        used: set[int] = set()
-        for li in sorted(donate_leaves):
-            x = graph.inputs[li]
-            for k, o in enumerate(graph.outputs):
-                if k not in used and o.shape == x.shape and o.dtype == x.dtype:
-                    self.donation[k] = li
-                    used.add(k)
-                    break
-
-    def run(self, leaves: list[Any]) -> list[np.ndarray]:
-        from .interpreter import evaluate_flat
-
-        vals = self.signature.check(leaves)
-        env = dict(zip(self.graph.inputs, vals))
-        outs = evaluate_flat(self.graph.outputs, self.order, env)
-        ids = {id(v) for v in vals}
-        res = []
-        # Copy every result that may view an argument first, then write donated buffers.
-        for o, node in zip(outs, self.graph.outputs):
-            if not isinstance(o, np.ndarray) or id(o) in ids or not o.flags.writeable or not o.flags.owndata:
-                o = np.array(o, dtype=node.dtype)
-            res.append(o)
-        for k, li in self.donation.items():
-            if donatable(vals, leaves, li):
-                np.copyto(leaves[li], res[k])
-                res[k] = leaves[li]
-        return res
-
-
 class _Signature:
     """One compiled signature: its graph, its executable and the output structure."""
 
     __slots__ = ("key", "graph", "exe", "out_tree", "stats", "fast", "closed_over")
 
-    def __init__(self, key: tuple, graph: Graph, exe: Any, stats: dict, closed_over: ClosedOverArrays | None = None):
+    def __init__(self, key: tuple, graph: Graph, exe: Executable, stats: dict,
+                 closed_over: ClosedOverArrays | None = None):
         # arrays made during the trace are gone once it ends: only live closed-over ones are checked per call
         self.closed_over = closed_over if closed_over is not None and closed_over.prune() else None
         self.key = key
@@ -160,7 +118,7 @@ class _Signature:
         self.exe = exe
         self.out_tree = graph.out_tree
         self.stats = stats
-        self.fast = getattr(exe, "fast", None)
+        self.fast = exe.fast
 
     def run(self, leaves: list[Any]) -> Any:
         outs = self.exe.run(leaves)
@@ -187,7 +145,7 @@ class CompiledFunction:
 
     Attributes:
         fn: the wrapped Python function.
-        backend: "llvm" or "numpy".
+        backend: a registered backend name ("llvm", "numpy"; see `symgraph.backend`).
         checkpoint: the checkpointing strategy or budget (None: none).
         static_argnums: positions of static (hashable Python value) arguments.
         donate_argnums: positions of arguments whose buffers may be reused for outputs.
@@ -195,8 +153,7 @@ class CompiledFunction:
 
     def __init__(self, fn: Callable, backend: str = "llvm", checkpoint: Any = None,
                  static_argnums: Sequence[int] = (), donate_argnums: Sequence[int] = ()):
-        if backend not in BACKENDS:
-            raise SymgraphError(f"compile: unknown backend {backend!r}; choose one of {BACKENDS}")
+        check_backend_name(backend)
         if not callable(fn):
             raise SymgraphError(f"compile: expected a callable, got {type(fn).__name__}")
         self.fn = fn
@@ -374,15 +331,8 @@ class CompiledFunction:
                 if pos in donated:
                     donate.update(range(offset, offset + nl))
                 offset += nl
-        if self.backend == "numpy":
-            exe: Any = _NumpyExecutable(g, order, frozenset(donate))
-        else:
-            try:
-                import codegen
-            except ImportError as e:
-                raise SymgraphError(f"compile: backend='llvm' needs the codegen package and llvmlite ({e})") from None
-            exe = codegen.compile_graph(g, order, donate=frozenset(donate), name=self._name)
-        stats = dict(exe.stats)
+        exe = get_backend(self.backend).compile(g, order, donate=frozenset(donate), name=self._name)
+        stats = exe.stats = dict(exe.stats)
         stats["compile_seconds"] = time.perf_counter() - t0
         stats["trace_seconds"] = t_trace
         stats.setdefault("nodes", len(order))
@@ -394,7 +344,6 @@ class CompiledFunction:
             for k, v in checkpoint_stats(g).items():
                 stats.setdefault(k, v)
             stats["checkpoint"] = self.checkpoint
-        exe.stats = stats
         sig = _Signature(key, g, exe, stats, closed_over)
         if sig.fast is not None and (statics or kwargs):
             sig.fast = None  # the fast path handles positional (pytree) arguments only
@@ -450,30 +399,31 @@ class CompiledFunction:
         Raises:
             SymgraphError: before the first call.
         """
-        fn = getattr(self._current().exe, "profile", None)
-        return fn(reset) if fn is not None else None
+        return self._current().exe.profile(reset)
 
     def llvm_ir(self) -> str:
-        """The optimized LLVM IR of the last signature called (backend="llvm").
+        """The optimized LLVM IR of the last signature called (backend="llvm"): `Executable.inspect("llvm_ir")`.
 
         Raises:
-            SymgraphError: for the numpy backend or before the first call.
+            SymgraphError: for a backend without LLVM IR (numpy) or before the first call.
         """
-        return self._native_text("llvm_ir")
+        return self._inspect("llvm_ir")
 
     def asm(self) -> str:
-        """The host assembly of the last signature called (backend="llvm").
+        """The host assembly of the last signature called (backend="llvm"): `Executable.inspect("asm")`.
 
         Raises:
-            SymgraphError: for the numpy backend or before the first call.
+            SymgraphError: for a backend without assembly (numpy) or before the first call.
         """
-        return self._native_text("asm")
+        return self._inspect("asm")
 
-    def _native_text(self, what: str) -> str:
-        exe = self._current().exe
-        if not hasattr(exe, what):
-            raise SymgraphError(f"compile({self._name}): {what}() needs backend='llvm' (this one is {self.backend!r})")
-        return getattr(exe, what)()
+    def _inspect(self, what: str) -> str:
+        """A text the backend offers about the last signature's compiled code (`Executable.inspect`).
+
+        Raises:
+            SymgraphError: before the first call, or a text this backend does not have.
+        """
+        return self._current().exe.inspect(what)
 
     def release_arena(self) -> int:
         """Free the scratch memory that compiled signatures keep between calls.
@@ -481,8 +431,8 @@ class CompiledFunction:
         The LLVM backend keeps each signature's arena (all intermediates,
         `stats["arena_bytes"]` bytes) after a call so that the next call does
         not allocate it again. This drops the arenas of every compiled
-        signature (see `codegen.runtime.Executable.release_arena`); the
-        compiled code stays, and the next call allocates its arena again.
+        signature (`Executable.release`); the compiled code stays, and the
+        next call allocates its arena again.
         Useful before measuring memory or when a rarely called function
         should not hold its scratch memory. Does nothing for the numpy
         backend (it keeps no arena).
@@ -497,7 +447,7 @@ class CompiledFunction:
         """
         with self._lock:
             sigs = list(self._cache.values())
-        return sum(sig.exe.release_arena() for sig in sigs if hasattr(sig.exe, "release_arena"))
+        return sum(sig.exe.release() for sig in sigs)
 
     def clear_cache(self) -> None:
         """Drop every compiled signature."""
@@ -529,8 +479,9 @@ def compile(f: Callable | None = None, *, backend: str = "llvm", checkpoint: Any
     Args:
         f: a function of arrays (or pytrees of arrays) written with NumPy or
             `symgraph.numpy` operations.
-        backend: "llvm" (fused native code, the `codegen` package) or "numpy"
-            (the reference evaluator on the optimized graph).
+        backend: "llvm" (fused native code, the `codegen` package), "numpy"
+            (the reference evaluator on the optimized graph) or another name
+            registered with `symgraph.backend.register_backend`.
         checkpoint: None, "sqrt", "revolve", "mincut" or a memory budget in bytes.
         static_argnums: positions of arguments that are hashable Python values
             shaping the trace (sizes, flags); a new value recompiles.

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from symgraph.errors import SymgraphError
 from symgraph.signature import (COMPILED_CASTING, Signature, canonical_dtype, donatable, fast_match_source,
                                 fast_pack_source)
 
@@ -31,6 +32,9 @@ def _aligned_empty(nbytes: int, align: int = 64) -> np.ndarray:
 
 class Executable:
     """One compiled signature: checks arguments, allocates outputs, calls native code.
+
+    Implements the `symgraph.backend.Executable` protocol (structurally: the registry loads
+    this package, so it does not import the registry).
 
     Args:
         graph: the compiled graph.
@@ -50,6 +54,8 @@ class Executable:
         fast: a generated function of the positional arguments (returns MISS when they do not
             match the signature exactly; see `_make_fast`), or None.
     """
+
+    backend = "llvm"
 
     def __init__(self, graph: Any, jitted: Any, in_specs: list, out_buffers: list, out_plan: list,
                  arena_bytes: int, consts: list[np.ndarray], donated: dict[int, int], stats: dict,
@@ -129,10 +135,31 @@ class Executable:
         """The host assembly of the module."""
         return self.jitted.asm()
 
+    def inspectable(self) -> tuple[str, ...]:
+        """The texts `inspect` gives: "llvm_ir" and "asm"."""
+        return ("llvm_ir", "asm")
+
+    def inspect(self, what: str) -> str:
+        """The text named `what`: "llvm_ir" (the optimized module) or "asm" (the host assembly).
+
+        Raises:
+            SymgraphError: any other name.
+        """
+        if what == "llvm_ir":
+            return self.llvm_ir()
+        if what == "asm":
+            return self.asm()
+        raise SymgraphError(f"backend {self.backend!r} has no {what!r} to inspect (it has: "
+                            f"{', '.join(self.inspectable())})")
+
     # -- arena --
 
     def _arena(self) -> np.ndarray:
         return _aligned_empty(self.arena_bytes)
+
+    def release(self) -> int:
+        """Drop the pooled arenas (`release_arena`); returns the bytes dropped."""
+        return self.release_arena()
 
     def release_arena(self) -> int:
         """Drop the pooled arenas, so that their memory can return to the system.
