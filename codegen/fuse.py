@@ -30,17 +30,16 @@ import numpy as np
 
 from symgraph.errors import ShapeError, UnsupportedOpError
 from symgraph.ir import Graph, Node, meta
+from symgraph.passes.cost import EXPENSIVE, node_flops
+from symgraph.passes.cost import weight as _cost_of_op
 
-__all__ = ["IDENTITY_OPS", "Aff", "Expr", "Task", "Kernel", "Program", "partition", "VIEW_OPS", "TRANSCENDENTALS"]
+__all__ = ["Aff", "Expr", "Task", "Kernel", "Program", "partition"]
 
-#: Layout ops that only transform the index (composable into an affine view).
-VIEW_OPS = frozenset({"broadcast_to", "transpose", "reshape", "expand_dims", "squeeze", "slice"})
-#: Elementwise ops costed as expensive (a polynomial or a libm call per element).
-TRANSCENDENTALS = frozenset({"exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",
-                             "erf", "pow"})
-#: Elementwise ops whose value is their (first) input: fused away entirely.
-IDENTITY_OPS = frozenset({"copy", "stop_gradient", "checkpoint_name", "remat_begin", "remat_end"})
-_EXPENSIVE = 8  # cost at or above which a value read by several kernels is materialized
+# What an op is comes from its record (symgraph.ops.Op): `view` (index-only layout ops, composed
+# into an affine view), `identity_of` (the value is an input: fused away entirely) and the cost
+# model's weights (symgraph.passes.cost; values of weight >= EXPENSIVE read by several kernels are
+# materialized).
+_EXPENSIVE = EXPENSIVE
 _COST_CLAMP = 1 << 30  # `_Builder.cost` saturates here (far above _EXPENSIVE)
 #: Largest estimated cost (sum of `expr_weight` over a loop body: 1 per cheap op, 3 per division,
 #: 8 per transcendental) of one fused loop kernel. Bigger bodies are cut by materializing
@@ -407,23 +406,15 @@ def uniform_const(node: Node) -> Any:
 
 def _uniform_scalar(node: Node) -> Any:
     """The value of a constant node (possibly broadcast) whose elements are all equal, else None."""
-    while node.op.name in ("broadcast_to", "reshape", "expand_dims", "squeeze"):
+    while node.op.view in ("broadcast", "reshape"):
         node = node.inputs[0]
     if node.op.name != "constant":
         return None
     return uniform_const(node)
 
 
-def _cost_of_op(name: str) -> int:
-    if name in TRANSCENDENTALS:
-        return _EXPENSIVE
-    if name == "div":
-        return 3
-    return 1
-
-
 def expr_weight(e: "Expr") -> int:
-    """Estimated code size of one Expr: 0 for loads, constants and loop variables, else `_cost_of_op`."""
+    """Estimated code size of one Expr: 0 for loads, constants and loop variables, else the op's cost weight."""
     if e.op in ("load", "const", "var", "index"):
         return 0
     return _cost_of_op(e.op)
@@ -505,8 +496,7 @@ class _Builder:
             op = req[0].op
             p = plain.get(op.name)
             if p is None:
-                p = plain[op.name] = (op.kind == "elementwise" and op.name != "random_uniform"
-                                      and not (op.extra and op.extra.get("identity_of_input") is not None))
+                p = plain[op.name] = op.kind == "elementwise" and not op.random and op.identity_of is None
             if p:
                 stack.append([req, None, req[0], req[1], []])
             else:
@@ -515,10 +505,10 @@ class _Builder:
         return send
 
     def _elementwise(self, n: Node, args: tuple) -> Expr:
-        """The Expr of elementwise node n (not random_uniform) on its inputs' Exprs."""
+        """The Expr of elementwise node n (not a random op) on its inputs' Exprs."""
         name = n.op.name
-        if name in IDENTITY_OPS:
-            return args[0]
+        if n.op.identity_of is not None:
+            return args[n.op.identity_of]
         e = Expr.make(name, args, n.attrs, n.dtype)
         self._note(e, n, _cost_of_op(name) + sum(self.cost.get(a, 0) for a in args))
         return e
@@ -549,11 +539,11 @@ class _Builder:
     def _compute_gen(self, n: Node, idx: tuple[Aff, ...]) -> Any:
         name = n.op.name
         kind = n.op.kind
-        ident = n.op.extra.get("identity_of_input") if n.op.extra else None
+        ident = n.op.identity_of
         if ident is not None:
             return (yield (n.inputs[ident], idx))
         if kind == "elementwise":
-            if name == "random_uniform":
+            if n.op.random:
                 key = yield (n.inputs[0], ())
                 flat = Aff()
                 for a, s in zip(idx, c_strides(n.shape)):
@@ -565,7 +555,7 @@ class _Builder:
             for x in n.inputs:
                 args.append((yield (x, idx)))
             return self._elementwise(n, tuple(args))
-        if kind == "layout" or name in VIEW_OPS:
+        if kind == "layout":
             return (yield from self._layout(n, idx))
         raise UnsupportedOpError(f"codegen: op {name!r} ({kind}) cannot be fused into a loop; "
                                  f"use backend='numpy' for graphs with it")
@@ -913,9 +903,9 @@ class _Partitioner:
             if kind in ("reduction", "contraction") or name in ("concatenate", "scatter_add"):
                 if n not in self.absorbed:
                     M.add(n)
-            elif kind == "opaque" and n.op.extra.get("identity_of_input") is None:
+            elif kind == "opaque" and n.op.identity_of is None:
                 raise UnsupportedOpError(f"codegen: op {name!r} has no native lowering; use backend='numpy'")
-            elif kind == "layout" and name not in VIEW_OPS and name not in ("unslice", "gather"):
+            elif kind == "layout" and n.op.view is None and name not in ("unslice", "gather"):
                 raise UnsupportedOpError(f"codegen: layout op {name!r} has no native lowering; use backend='numpy'")
         return M
 
@@ -963,7 +953,7 @@ class _Partitioner:
                 if n.op.name == "matmul" and self.blas and n.dtype in (np.float32, np.float64):
                     for x in n.inputs:
                         base = x
-                        while base.op.name in VIEW_OPS and base not in M:
+                        while base.op.view is not None and base not in M:
                             base = base.inputs[0]
                         if base.op.kind != "source" and base not in M:
                             M.add(base)
@@ -1466,10 +1456,11 @@ class _Partitioner:
             return k.tasks[0]
 
         def flops(t: Task) -> int:
-            a, b = t.gemm.get("mm", t.node).inputs
+            mm = t.gemm.get("mm", t.node)
+            a, b = mm.inputs
             if min(a.shape[-2], a.shape[-1], b.shape[-1]) < PAIR_MIN_DIM:
                 return 0  # a thin product (k = 10: dz @ W.T of a classifier layer) is memory-bound
-            return 2 * t.node.size * a.shape[-1]
+            return node_flops(mm)
 
         out = list(kernels)
         i = 0

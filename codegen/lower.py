@@ -28,10 +28,13 @@ from typing import Any, Callable
 import numpy as np
 from llvmlite import ir
 
+from symgraph.ops import OPS
+from symgraph.passes.cost import matmul_flops
+
 from .fuse import Aff, Expr, Kernel, Task, c_strides, task_affs
 
 __all__ = ["EMITTERS", "REDUCERS", "LoweringContext", "ll_type", "mem_type", "math_call", "has_emitter",
-           "MATH_NAMES", "lower_loop_kernel", "emit_gemm", "gemm_pieces"]
+           "lower_loop_kernel", "emit_gemm", "gemm_pieces"]
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -41,9 +44,6 @@ F32 = ir.FloatType()
 F64 = ir.DoubleType()
 PTR = ir.PointerType()
 VOID = ir.VoidType()
-
-#: Transcendental names routed through `math_call` (the codegen.vmath interface).
-MATH_NAMES = ("exp", "log", "log1p", "expm1", "tanh", "sigmoid", "sin", "cos", "tan", "pow", "sqrt", "erf")
 
 try:  # vectorizable math, written by its own module; optional
     from . import vmath as _vmath  # type: ignore[attr-defined]
@@ -185,29 +185,26 @@ def opaque_alloca(b: ir.IRBuilder, ty: ir.Type, name: str = "") -> ir.Value:
 
 # ----- transcendentals: the one switch between vmath and intrinsics -----
 
-_INTRINSIC_MATH = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "sqrt": "sqrt", "pow": "pow",
-                   "tan": "tan", "tanh": "tanh"}
-_LIBM_MATH = {"log1p": "log1p", "expm1": "expm1", "erf": "erf"}
-
-
 def math_call(cx: LoweringContext, name: str, args: list[ir.Value], dtype: np.dtype) -> ir.Value:
-    """Emit transcendental `name` on scalar args of dtype (float32/float64).
+    """Emit transcendental `name` (an op whose record has `math`) on scalar args of dtype (float32/float64).
 
     Uses `codegen.vmath.emit` (vectorizable: libmvec variants or inline
-    polynomials) inside loops when that module is available; otherwise LLVM
-    intrinsics (llvm.exp.f64, ...) or libm calls, which are correct but
-    scalar.
+    polynomials) inside loops when that module is available; otherwise the
+    record's LLVM intrinsic (llvm.exp.f64, ...) or libm function, which are
+    correct but scalar.
     """
     if cx.use_vmath and cx.in_loop:
         return _vmath.emit(cx.builder, name, list(args))
     b = cx.builder
     ty = args[0].type
-    if name in _INTRINSIC_MATH:
-        return b.call(cx.intrinsic(_INTRINSIC_MATH[name], ty, len(args)), list(args))
-    if name in _LIBM_MATH:
-        fname = _LIBM_MATH[name] + ("f" if ty == F32 else "")
+    op = OPS.get(name)
+    spec = op.math if op is not None else None
+    if spec is not None and spec.intrinsic:
+        return b.call(cx.intrinsic(spec.intrinsic, ty, len(args)), list(args))
+    if spec is not None and spec.libm:
+        fname = spec.libm + ("f" if ty == F32 else "")
         return b.call(cx.function(fname, ty, [ty] * len(args), attrs=("nounwind", "readnone")), list(args))
-    if name == "sigmoid":
+    if name == "sigmoid":  # the one composite (MathFn.via)
         # the evaluator's formula: e = exp(-|x|); x >= 0 ? 1/(1+e) : e/(1+e)
         (x,) = args
         one = ir.Constant(ty, 1.0)
@@ -405,15 +402,17 @@ def _math(name: str) -> Emitter:
     return emit
 
 
-for _name in ("exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid", "erf"):
-    EMITTERS[_name] = _math(_name)
-
-
 @emitter("pow")
 def _pow(cx, e, a):
     if _is_float(e.dtype):
         return math_call(cx, "pow", a, e.dtype)
     return _int_pow(cx, a[0], a[1], e.dtype)
+
+
+# Every other transcendental op (its record has `math`) lowers through `math_call`.
+for _op in OPS.values():
+    if _op.math is not None and _op.name not in EMITTERS:
+        EMITTERS[_op.name] = _math(_op.name)
 
 
 def _int_pow(cx: LoweringContext, x: ir.Value, y: ir.Value, dtype: np.dtype) -> ir.Value:
@@ -1306,7 +1305,7 @@ def gemm_pieces(task: Task, nthreads: int) -> tuple[str, list[tuple[int, int]]] 
     *batch, m, k = a_in.shape
     n = b_in.shape[-1]
     nb = math.prod(batch)
-    if m == 0 or n == 0 or k == 0 or 2 * nb * m * n * k < GEMM_PAR_MIN_FLOPS:
+    if m == 0 or n == 0 or k == 0 or matmul_flops(a_in.shape, b_in.shape) < GEMM_PAR_MIN_FLOPS:
         return None
     axis, ext = ("m", m) if m >= n else ("n", n)
     total = nb * ext

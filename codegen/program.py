@@ -26,11 +26,12 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
+from symgraph.passes.cost import node_flops
 from symgraph.passes.schedule import assign_offsets, interval_peak
 
 from . import fuse, pieces
 from . import lower as L
-from .fuse import TRANSCENDENTALS, Kernel, Program, expr_weight, kernel_exprs
+from .fuse import Kernel, Program, expr_weight, kernel_exprs
 from .cpu.abi import ARRAY_DATA_OFFSET, OBJECT_ABI, TUPLE_ITEMS_OFFSET
 
 __all__ = ["BufferPlan", "plan_buffers", "build_module", "num_threads"]
@@ -165,7 +166,8 @@ def plan_buffers(prog: Program) -> BufferPlan:
 
 
 def _kernel_cost(k: Kernel) -> int:
-    return sum(8 if e.op in TRANSCENDENTALS else 1 for e in kernel_exprs(k) if e.op not in ("var", "const"))
+    # the cost model's weights, and 1 per load and index computation (memory and address work)
+    return sum(max(expr_weight(e), 1) for e in kernel_exprs(k) if e.op not in ("var", "const"))
 
 
 def _work(prog: Program) -> int:
@@ -174,8 +176,7 @@ def _work(prog: Program) -> int:
     for k in prog.kernels:
         if k.kind == "gemm":
             for t in k.tasks:
-                a, b = t.gemm.get("mm", t.node).inputs if t.gemm else t.node.inputs
-                total += 2 * t.node.size * a.shape[-1]
+                total += node_flops(t.gemm.get("mm", t.node) if t.gemm else t.node)
         else:
             total += max(k.size, 1) * max(_kernel_cost(k), 1)
     return total

@@ -14,8 +14,13 @@ packed SIMD code. Two implementations:
   Chebyshev interpolants fitted with mpmath (`fit_chebyshev`); the algorithms
   follow Cephes, fdlibm and SLEEF (cited per function). No code was copied.
 
-"auto" (the default) takes libmvec for sin/cos/tan, float64 erf and float32
-pow, and the polynomials elsewhere (measurements in docs/vmath.md).
+"auto" (the default) takes libmvec where the op record says so
+(`MathFn.vector_auto`: sin/cos/tan, float64 erf and float32 pow) and the
+polynomials elsewhere (measurements in docs/vmath.md). A function without a
+polynomial here takes libmvec whenever glibc has it, else a scalar libm call
+(correct, not vectorized). Which functions exist, their arity, libm names and
+"auto" choices are facts of the op records (`symgraph.ops.Op.math`); this
+module holds only the polynomial implementations and the libmvec plumbing.
 
 Public names: `FUNCTIONS`, `IMPLS`, `emit`, `prepare_module`,
 `function_attributes`, `apply_function_attributes`, `runtime_init`,
@@ -39,6 +44,8 @@ import numpy as np
 from llvmlite import ir
 from llvmlite.ir.instructions import CallInstrAttributes
 
+from symgraph.ops import OPS
+
 __all__ = [
     "FUNCTIONS",
     "IMPLS",
@@ -56,11 +63,8 @@ __all__ = [
     "set_default_impl",
 ]
 
-#: name -> number of arguments of every function `emit` knows.
-FUNCTIONS: dict[str, int] = {
-    "exp": 1, "log": 1, "log1p": 1, "expm1": 1, "tanh": 1, "sigmoid": 1,
-    "sin": 1, "cos": 1, "tan": 1, "pow": 2, "sqrt": 1, "erf": 1,
-}
+#: op name -> number of arguments of every function `emit` knows: the ops whose record has `math`.
+FUNCTIONS: dict[str, int] = {op.name: op.nin for op in OPS.values() if op.math is not None}
 
 #: Implementation choices for `emit(impl=...)` and `set_default_impl`.
 IMPLS = ("auto", "libmvec", "poly")
@@ -75,8 +79,8 @@ POLY_SIN_COS_EXACT_LIMIT = 2.0 ** 24 * (math.pi / 2)
 #: it is NaN. float32 "poly" reduces every finite argument exactly (table-driven).
 POLY_TRIG_NAN_LIMIT = 2.0 ** 52
 
-# Functions libmvec provides (glibc >= 2.35 for all but exp/log/sin/cos/pow, 2.22).
-_LIBMVEC_FUNCS = frozenset({"exp", "log", "log1p", "expm1", "tanh", "sin", "cos", "tan", "pow", "erf"})
+# The C names looked up in libmvec (glibc >= 2.35 has most, 2.22 exp/log/sin/cos/pow): every op's libm name.
+_LIBM_NAMES: dict[str, int] = {OPS[f].math.libm: n for f, n in FUNCTIONS.items() if OPS[f].math.libm}
 # x86 VFABI ISA letters: b = SSE4, c = AVX, d = AVX2, e = AVX-512; vector bits and the host feature.
 _ISAS = (("b", 128, "sse4.1"), ("c", 256, "avx"), ("d", 256, "avx2"), ("e", 512, "avx512f"))
 
@@ -172,9 +176,9 @@ def runtime_init() -> bool:
             if lib is not None:
                 _libmvec_path = path
                 feats = _host_features()
-                for func in _LIBMVEC_FUNCS:
+                for func, nargs in _LIBM_NAMES.items():
                     for kind, suffix, ebits in (("f64", "", 64), ("f32", "f", 32)):
-                        params = "vv" if FUNCTIONS[func] == 2 else "v"
+                        params = "v" * nargs
                         variants = []
                         for isa, vbits, feature in _ISAS:
                             vf = vbits // ebits
@@ -189,10 +193,24 @@ def runtime_init() -> bool:
 
 
 def libmvec_available(name: str = "exp", dtype: str = "float64") -> bool:
-    """Whether `emit` can use libmvec for `name` at `dtype` on this host (loads it if needed)."""
+    """Whether `emit` can use libmvec for `name` at `dtype` on this host (loads it if needed).
+
+    Args:
+        name: an op name of `FUNCTIONS` ("arcsinh") or a C name ("asinh").
+        dtype: float64 or float32.
+    """
     runtime_init()
     kind = "f64" if np.dtype(dtype) == np.float64 else "f32"
-    return bool(_libmvec and (name, kind) in _libmvec)
+    return bool(_libmvec and (_libm_name(name), kind) in _libmvec)
+
+
+def _libm_name(name: str) -> str:
+    """The C function libmvec is searched for: the op's libm name, or for a composite the one it uses."""
+    op = OPS.get(name)
+    spec = op.math if op is not None else None
+    if spec is None:
+        return name
+    return spec.libm or spec.via
 
 
 def function_attributes() -> list[str]:
@@ -1103,25 +1121,25 @@ def _mvec_scalar(module: ir.Module, fname: str, vfn: ir.Function, ty, vf: int, n
 # ----- entry point -----
 
 
-# What "auto" takes from libmvec, by measurement on this project's machine (AMD EPYC,
-# AVX-512, 2^20 elements; docs/vmath.md has the table): libmvec wins for the
-# trigonometric functions (it also reduces huge arguments exactly) and float64 erf
-# and float32 pow; the branch-free polynomials are as fast or faster and at least
-# as accurate for the exp/log family, tanh and sigmoid (libmvec's log takes a slow
-# path for negative inputs: 21 ns/element).
-_AUTO_LIBMVEC = {"f64": frozenset({"sin", "cos", "tan", "erf"}), "f32": frozenset({"sin", "cos", "tan", "pow"})}
-
-
 def _choose(name: str, kind: str, impl: str | None) -> str:
+    """"poly", "libmvec" or "libm" (a scalar call: no polynomial and no libmvec variant) for `name`.
+
+    What "auto" takes from libmvec is the op record's `MathFn.vector_auto`, by measurement on this
+    project's machine (AMD EPYC, AVX-512, 2^20 elements; docs/vmath.md has the table): libmvec
+    wins for the trigonometric functions (it also reduces huge arguments exactly) and float64 erf
+    and float32 pow; the branch-free polynomials are as fast or faster and at least as accurate
+    for the exp/log family, tanh and sigmoid (libmvec's log takes a slow path for negative
+    inputs: 21 ns/element).
+    """
     impl = impl or _default_impl
     if impl not in IMPLS:
         raise ValueError(f"vmath impl must be one of {IMPLS}, got {impl!r}")
-    if impl == "poly" or name == "sqrt":
+    has_poly = name in _POLY
+    if impl == "poly" and has_poly:
         return "poly"
-    lookup = "exp" if name == "sigmoid" else name
-    if not runtime_init() or (lookup, kind) not in _libmvec:
-        return "poly"
-    if impl == "auto" and name not in _AUTO_LIBMVEC[kind]:
+    if impl == "poly" or not runtime_init() or (_libm_name(name), kind) not in _libmvec:
+        return "poly" if has_poly else "libm"
+    if impl == "auto" and has_poly and kind not in OPS[name].math.vector_auto:
         return "poly"
     return "libmvec"
 
@@ -1141,12 +1159,14 @@ def emit(builder: ir.IRBuilder, name: str, args, impl: str | None = None) -> ir.
 
     Args:
         builder: an llvmlite IRBuilder positioned in a function of a module.
-        name: one of `FUNCTIONS` (exp, log, log1p, expm1, tanh, sigmoid, sin,
-            cos, tan, pow, sqrt, erf).
+        name: an op name of `FUNCTIONS` (every op whose record has `math`:
+            exp, log, log1p, expm1, tanh, sigmoid, sin, cos, tan, pow, sqrt,
+            erf, ...).
         args: `FUNCTIONS[name]` values of one type, float (float32) or double
             (float64); pow takes (base, exponent).
         impl: None (the module default, see `set_default_impl`), "auto",
-            "libmvec" or "poly".
+            "libmvec" or "poly". A function without a polynomial uses libmvec
+            where glibc has it (except under "poly"), else a scalar libm call.
 
     Returns:
         The llvmlite value of the result (same type as the arguments).
@@ -1170,11 +1190,20 @@ def emit(builder: ir.IRBuilder, name: str, args, impl: str | None = None) -> ir.
         raise TypeError(f"vmath.emit: {name} needs float or double arguments of one type, got "
                         f"{[str(a.type) for a in args]}")
     kind = "f64" if isinstance(ty, ir.DoubleType) else "f32"
-    if _choose(name, kind, impl) == "poly":
+    choice = _choose(name, kind, impl)
+    if choice == "poly":
         return builder.call(_poly_helper(builder.module, name, ty), args)
-    if name == "sigmoid":
+    if choice == "libm":
+        fname = OPS[name].math.libm + ("" if kind == "f64" else "f")
+        fn = _declare(builder.module, fname, ir.FunctionType(ty, [ty] * len(args)))
+        call = builder.call(fn, args)
+        call.attributes = _OpenCallAttributes()
+        call.attributes.add("nounwind")
+        call.attributes.add("memory(none)")  # (errno is never read): the vectorizer may replicate it
+        return call
+    if name == "sigmoid":  # the one composite (MathFn.via): its formula around libmvec's exp
         o = _Ops(builder, ty)
         x = args[0]
         e = _libmvec_call(builder, "exp", [o.neg(o.abs(x))], kind)
         return _sigmoid_from(o, x, e)
-    return _libmvec_call(builder, name, args, kind)
+    return _libmvec_call(builder, _libm_name(name), args, kind)

@@ -35,9 +35,6 @@ __all__ = ["vjp_nodes", "jvp_nodes", "vjp_pass", "jvp_pass", "fresh", "is_float"
 
 _fresh_tags = itertools.count()
 
-# Selection ops build their own masks in their VJP rules; masks are not
-# propagated through them (their rule keeps the innermost guard).
-_SELECT_OPS = frozenset({"where", "maximum", "minimum"})
 
 
 def is_float(x: Node) -> bool:
@@ -211,7 +208,9 @@ def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: S
         prev = set_build_context(meta(n).location, "backward")
         try:
             mask = None
-            if op.kind == "elementwise" and op.name not in _SELECT_OPS:
+            # selection ops (`Op.selects`) build their own masks in their VJP rules; masks are not
+            # propagated through them (their rule keeps the innermost guard)
+            if op.kind == "elementwise" and not op.selects:
                 mask = _mask_of(ct)
             elif op.linear and op.kind in ("layout", "reduction"):
                 mask = _mask_of(ct)

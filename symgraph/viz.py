@@ -211,8 +211,6 @@ _KERNEL_FILL = "#f3effa"
 # Along any edge the role never goes back in this order (forward values feed
 # recomputations, both feed the backward sweep); summarizing relies on it.
 _ROLE_RANK = {"forward": 0, "recomputed": 1, "backward": 2, "tangent": 2}
-_COLLAPSIBLE_KINDS = ("elementwise", "layout")
-_COLLAPSIBLE_EXCLUDE = {"gather", "scatter_add", "concatenate", "slice", "unslice", "random_uniform"}
 
 
 def _q(s: str) -> str:
@@ -337,7 +335,8 @@ def _collapse_groups(graph: Graph, order: list[Node], readers: dict[Node, list[N
         _ROLE_RANK[role_of[x]] <= _ROLE_RANK[role_of[n]] for n in order for x in n.inputs)
 
     def cheap(n: Node) -> bool:
-        return n.op.kind in _COLLAPSIBLE_KINDS and n.op.name not in _COLLAPSIBLE_EXCLUDE
+        # elementwise ops (but random bits) and the views that keep every element (no slices)
+        return (n.op.kind == "elementwise" and not n.op.random) or n.op.view in ("reshape", "transpose", "broadcast")
 
     uf = _Groups()
     for n in order:

@@ -541,3 +541,104 @@ def test_exp2_accuracy_over_the_whole_range(backend):
             np.testing.assert_array_equal(sg.compile(np.exp2, backend=backend)(special), np.exp2(special))
     x = np.array([0.3, -2.5, 10.2, -30.7])
     np.testing.assert_allclose(sg.grad(lambda x: np.sum(np.exp2(x)))(x), np.exp2(x) * np.log(2.0), rtol=1e-14)
+
+
+# ----- 7. the facts in each record hold (passes trust them without looking at names) -----
+
+FACT_CASES = [pytest.param(c, s, p, id=f"{c.id}-v{k}") for c in CASES for k, (s, p) in enumerate(c.variants)]
+
+
+def _with_zeros(a: np.ndarray, rng, signed: bool) -> np.ndarray:
+    """a with some elements set to +0.0 and, if `signed`, some to -0.0 (float arrays only)."""
+    a = np.array(a, copy=True)
+    if a.dtype.kind != "f" or a.size == 0:
+        return a
+    flat = a.reshape(-1)
+    pick = rng.random(flat.size)
+    flat[pick < 0.25] = 0.0
+    if signed:
+        flat[pick > 0.75] = -0.0
+    return a
+
+
+def _node_values(case: OpCase, params: dict, args: tuple) -> tuple[list, dict]:
+    """The nodes of `case.op` in the traced graph and every node's value (by the ops' impls)."""
+    g = sg.trace(functools.partial(case.fn, **params), *args)
+    vals = dict(zip(g.inputs, check_arguments(g, args)))
+    with np.errstate(all="ignore"):
+        for n in g.toposort():
+            if n not in vals:
+                vals[n] = np.asarray(n.op.impl(*[vals[x] for x in n.inputs], **n.params))
+    return [n for n in g.toposort() if n.op.name == case.op], vals
+
+
+def _neg_zero(v: np.ndarray) -> bool:
+    return v.dtype.kind == "f" and bool(np.any((v == 0) & np.signbit(v)))
+
+
+@pytest.mark.parametrize("case,shapes,params", FACT_CASES)
+def test_declared_facts_hold_on_values(case, shapes, params):
+    """magnitude, copies_input, identity_of, commutative and neg_zero, checked on the op's own values."""
+    op = OPS[case.op]
+    rng = np.random.default_rng(5)
+    for dtype in case.dtypes:
+        for variant in range(3):  # plain inputs, with +-0.0, with +0.0 only
+            args = _args(case, shapes, dtype, seed=variant)
+            if variant:
+                args = tuple(_with_zeros(a, rng, signed=variant == 1) for a in args)
+            nodes, vals = _node_values(case, params, args)
+            assert nodes, f"the graph of case {case.id} does not contain {case.op}"
+            for n in nodes:
+                v, ins = vals[n], [vals[x] for x in n.inputs]
+                if op.magnitude == "unit" and v.size:
+                    assert np.all(np.isnan(v) | (np.abs(v) <= 1)), f"{case.id}: |f(x)| > 1"
+                if op.magnitude == "input" and v.size and ins[0].size:
+                    assert np.nanmax(np.abs(v)) <= np.nanmax(np.abs(ins[0])), f"{case.id}: max |f(x)| > max |x|"
+                if op.copies_input and v.size:
+                    assert np.isin(v[~np.isnan(v)] if v.dtype.kind == "f" else v, ins[0]).all(), \
+                        f"{case.id}: an output element is not an input element"
+                if op.identity_of is not None:
+                    np.testing.assert_array_equal(v, ins[op.identity_of])
+                if op.commutative and len(ins) >= 2 and ins[0].shape == ins[1].shape:
+                    swapped = np.asarray(op.impl(ins[1], ins[0], *ins[2:], **n.params))
+                    np.testing.assert_array_equal(swapped, v)
+                    if v.dtype.kind == "f":
+                        np.testing.assert_array_equal(np.signbit(swapped), np.signbit(v))
+                if op.neg_zero == "never":
+                    assert not _neg_zero(v), f"{case.id}: declared never -0.0, gave -0.0"
+                elif isinstance(op.neg_zero, tuple) and not any(_neg_zero(ins[i]) for i in op.neg_zero):
+                    assert not _neg_zero(v), f"{case.id}: -0.0 although inputs {op.neg_zero} hold none"
+
+
+def test_facts_that_passes_need_are_declared():
+    """The facts that no value test can see: each op has the cost, view and lowering facts its kind needs."""
+    from symgraph.ops.core import CHEAP, FREE, TRANSCENDENTAL
+
+    bad = []
+    for name, op in OPS.items():
+        if op.math is not None and op.cost != TRANSCENDENTAL:
+            bad.append(f"{name}: a math-library function must weigh TRANSCENDENTAL")
+        if op.math is not None and not (op.math.libm or op.math.via):
+            bad.append(f"{name}: MathFn needs a libm name or the function it is built on")
+        if op.kind in ("elementwise", "reduction") and op.identity_of is None and op.cost < CHEAP:
+            bad.append(f"{name}: arithmetic cannot be free")
+        if (op.kind == "source" or op.view is not None or op.identity_of is not None) and op.cost != FREE:
+            bad.append(f"{name}: sources, views and identities are free")
+        if op.kind == "contraction" and op.flops is None:
+            bad.append(f"{name}: a contraction needs its flops rule")
+        if op.marker and op.identity_of is None:
+            bad.append(f"{name}: a checkpoint marker is an identity")
+        if op.view is not None and op.kind != "layout":
+            bad.append(f"{name}: a view is a layout op")
+    assert not bad, bad
+
+
+def test_every_transcendental_lowers_natively():
+    """An op with `math` lowers through the LLVM backend with no per-op code: an emitter and a vector-math entry."""
+    pytest.importorskip("llvmlite")
+    from codegen import lower, vmath
+
+    for name, op in OPS.items():
+        if op.math is not None:
+            assert lower.has_emitter(name, op.kind), name
+            assert vmath.FUNCTIONS[name] == op.nin, name

@@ -201,8 +201,10 @@ def _inputs(name, dtype, impl_poly):
         x = np.concatenate([x, -x])
     elif name == "sqrt":
         x = 10.0 ** u(-300 if f64 else -40, 300 if f64 else 38, n)
-    else:
-        raise AssertionError(name)
+    else:  # any other function of the op records: moderate, small and huge arguments of both signs
+        huge = 10.0 ** u(-300 if f64 else -37, 300 if f64 else 38, n // 4)
+        x = np.concatenate([u(-10, 10, n), u(-1, 1, n // 2), huge])
+        x = np.concatenate([x, -x])
     with np.errstate(over="ignore", under="ignore"):
         x = x.astype(dtype)
     e = _edges(dtype)
@@ -235,7 +237,7 @@ def _reference(name, *xs):
             return OPS[name].impl(*xs)
         if name == "pow":
             return np.power(*xs)
-        return getattr(np, name)(*xs)
+        return OPS[name].impl(*xs)  # the op's NumPy implementation
 
 
 # float64: <= 4 ulp, float32: <= 6 ulp (the budget)

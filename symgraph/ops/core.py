@@ -1,9 +1,13 @@
 """The op record, the single op registry, and the shape/dtype rule helpers.
 
 Every primitive is declared once, as an `Op` record that carries all of its
-rules: shape and dtype inference, the NumPy reference implementation, the VJP
-and JVP rules (written with graph ops, so derivatives are graphs) and the
-lowering kind that tells codegen how to fuse it.
+rules and facts: shape and dtype inference, the NumPy reference
+implementation, the VJP and JVP rules (written with graph ops, so derivatives
+are graphs), the lowering kind, and every fact a pass or a backend asks about
+an op (its cost weight, whether it is an identity, a view, commutative,
+bounded, -0.0-safe, a selection, random, and how a backend computes it when
+it is a transcendental function). Passes and backends query the record; no
+module outside `symgraph.ops` keeps a list of op names (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -17,6 +21,13 @@ from ..errors import DTypeError, ShapeError, UnsupportedOpError
 
 __all__ = [
     "Op",
+    "MathFn",
+    "FREE",
+    "CHEAP",
+    "DIVISION",
+    "TRANSCENDENTAL",
+    "VIEWS",
+    "MAGNITUDES",
     "OPS",
     "register",
     "KINDS",
@@ -30,6 +41,46 @@ __all__ = [
 ]
 
 KINDS = ("source", "elementwise", "reduction", "layout", "contraction", "opaque")
+
+# Per-element cost weights of the one cost model (`symgraph.passes.cost` reads `Op.cost`). They
+# estimate code size and time per element: a transcendental is a polynomial of ~20 operations or
+# a vector-math call, a division takes ~3 multiplies' latency.
+FREE = 0  #: sources, layout (index arithmetic only) and identities
+CHEAP = 1  #: one arithmetic or logic instruction
+DIVISION = 3  #: a division or remainder
+TRANSCENDENTAL = 8  #: a polynomial or a math-library call per element
+
+#: Kinds of index-only layout op (`Op.view`): the output element i is the input element v(i)
+#: for an affine index map v, so codegen composes them into the reader's loads.
+#: "reshape": same elements in the same (row-major) order (reshape, expand_dims, squeeze);
+#: "transpose": a permutation of axes; "broadcast": repeated elements; "slice": a strided window.
+VIEWS = ("reshape", "transpose", "broadcast", "slice")
+#: Magnitude laws (`Op.magnitude`): "unit": |f(x)| <= 1 (or NaN) for every x; "input": every
+#: output element is (up to sign) an input element, so max |f(x)| <= max |x| over its inputs.
+MAGNITUDES = ("unit", "input")
+
+
+@dataclass(frozen=True)
+class MathFn:
+    """How a backend computes a transcendental elementwise op (PyTensor's `nfunc_spec` idea).
+
+    Attributes:
+        libm: the C99 math-library name of the float64 function ("asinh"; the
+            float32 one appends "f"), or None for a composite (`via`).
+        intrinsic: the LLVM intrinsic's base name when LLVM has one
+            ("exp" -> llvm.exp.f64), used outside vectorizable loops.
+        vector_auto: dtype kinds ("f64", "f32") for which the vector-math
+            "auto" choice takes glibc's libmvec variant of `libm` over an
+            inline polynomial (measured per function, docs/vmath.md). Any
+            function without a polynomial takes libmvec when it exists.
+        via: for a composite, the libm function it is built on ("exp" for
+            sigmoid); the backend's vector-math module builds the rest.
+    """
+
+    libm: str | None
+    intrinsic: str | None = None
+    vector_auto: tuple[str, ...] = ()
+    via: str | None = None
 
 
 @dataclass(eq=False)
@@ -53,6 +104,37 @@ class Op:
             tangents are zero by definition, not undefined.
         linear: the op is linear in all its inputs (JVP = op on tangents).
         doc: one line on the semantics.
+        cost: per-element weight for the cost model (FREE, CHEAP, DIVISION,
+            TRANSCENDENTAL); default TRANSCENDENTAL with `math`, FREE for
+            sources, layout ops and identities, else CHEAP.
+        flops: (node) -> estimated floating-point operations, for ops whose
+            work is not a weight per element (contractions).
+        math: a `MathFn` when the op is a transcendental function a backend
+            computes with a math library or a polynomial.
+        identity_of: index of the input whose value the output is
+            (copy, stop_gradient, checkpoint markers), else None.
+        marker: a checkpointing marker (an identity that only names or
+            brackets values for the checkpoint pass).
+        view: one of VIEWS for an index-only layout op, else None.
+        cheap: regenerating the value costs no arithmetic (views, identities,
+            dtype conversions): schedule recomputes such values from inputs and
+            constants where they are needed instead of keeping them.
+        copies_input: every output element is a copy of an element of input 0
+            (views, identities, gather, max/min reductions): a constant splat
+            stays that splat. Default: a view or the identity of input 0.
+        commutative: the first two inputs commute bitwise: op(a, b, ...) ==
+            op(b, a, ...) (add, mul, eq, ne, logical and/or; a*b of muladd).
+        associative: op(op(a, b), c) == op(a, op(b, c)) in exact arithmetic.
+        magnitude: one of MAGNITUDES (a bound simplification may use), or None.
+        neg_zero: when the op can give -0.0: "never", or a tuple of input
+            indices (-0.0 only where all of those inputs may be -0.0), or None
+            (it may: the safe default).
+        selects: the output picks, per element, one of its inputs (where,
+            maximum, minimum); its VJP builds its own masks.
+        random: the output is random bits regenerated from a key (never
+            constant-folded; regenerated, not saved, by checkpointing).
+        foldable: simplification may constant-fold it (default: not a source,
+            not random).
     """
 
     name: str
@@ -67,6 +149,42 @@ class Op:
     linear: bool = False
     doc: str = ""
     extra: dict = field(default_factory=dict)
+    cost: int | None = None
+    flops: Callable[..., int] | None = None
+    math: MathFn | None = None
+    identity_of: int | None = None
+    marker: bool = False
+    view: str | None = None
+    cheap: bool | None = None
+    copies_input: bool | None = None
+    commutative: bool = False
+    associative: bool = False
+    magnitude: str | None = None
+    neg_zero: str | tuple[int, ...] | None = None
+    selects: bool = False
+    random: bool = False
+    foldable: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.view is not None and self.view not in VIEWS:
+            raise ValueError(f"op {self.name}: view must be one of {VIEWS}, got {self.view!r}")
+        if self.magnitude is not None and self.magnitude not in MAGNITUDES:
+            raise ValueError(f"op {self.name}: magnitude must be one of {MAGNITUDES}, got {self.magnitude!r}")
+        if self.neg_zero is not None and self.neg_zero != "never" and not isinstance(self.neg_zero, tuple):
+            raise ValueError(f"op {self.name}: neg_zero must be 'never', a tuple of input indices or None")
+        if self.cost is None:
+            if self.math is not None:
+                self.cost = TRANSCENDENTAL
+            elif self.kind in ("source", "layout") or self.identity_of is not None:
+                self.cost = FREE
+            else:
+                self.cost = CHEAP
+        if self.cheap is None:
+            self.cheap = self.view is not None or self.identity_of is not None
+        if self.copies_input is None:
+            self.copies_input = self.view is not None or self.identity_of == 0
+        if self.foldable is None:
+            self.foldable = self.kind != "source" and not self.random
 
     def __repr__(self) -> str:
         return f"Op({self.name})"

@@ -13,11 +13,11 @@ inside the wrapper:
   code's own tangents are never built: `jvp_reads`); VJP = reverse mode on
   the rule's tangent expression, which is linear in fresh tangent placeholders.
 
-Markers in `Op.extra` for other passes:
-- "identity_of_input": -1 — the value equals the last input, so `simplify`
-  may replace the node by it once no more differentiation will happen.
-- "jvp_reads": which inputs' tangents the JVP rule reads (forward mode skips
-  the others).
+Facts for other passes: `identity_of=-1` — the value equals the last input
+(an opaque op that is an identity is a derivative wrapper, so `simplify` may
+replace the node by it once no more differentiation will happen);
+`Op.extra["jvp_reads"]`: which inputs' tangents the JVP rule reads (forward
+mode skips the others).
 Batching uses the generic loop (`symgraph.batching.LOOP_FALLBACK_OPS`).
 """
 
@@ -48,8 +48,8 @@ def _rule_jvp(tangents, node):
 
 register(Op("custom_vjp_call", None, "opaque", _last_shape, _last_dtype, _last_impl, _rule_vjp, _rule_jvp,
             doc="value of the last input (a custom_vjp function's output leaf); VJP from the user's bwd rule",
-            extra={"identity_of_input": -1, "jvp_reads": lambda n: (len(n.inputs) - 1,)}))
+            identity_of=-1, cheap=False, extra={"jvp_reads": lambda n: (len(n.inputs) - 1,)}))
 
 register(Op("custom_jvp_call", None, "opaque", _last_shape, _last_dtype, _last_impl, _rule_vjp, _rule_jvp,
             doc="value of the last input (a custom_jvp function's output leaf); JVP from the user's rule",
-            extra={"identity_of_input": -1, "jvp_reads": lambda n: tuple(range(len(n.inputs) - 1))}))
+            identity_of=-1, cheap=False, extra={"jvp_reads": lambda n: tuple(range(len(n.inputs) - 1))}))

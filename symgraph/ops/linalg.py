@@ -40,8 +40,20 @@ def _matmul_jvp(t, node):
     return x if y is None else x + y
 
 
+def matmul_flops(a_shape: tuple, b_shape: tuple) -> int:
+    """Operations of the product (..., m, k) @ (..., k, n): 2·batch·m·n·k (batch broadcast as NumPy)."""
+    *ba, m, k = a_shape
+    *bb, _, n = b_shape
+    nb = int(np.prod(np.broadcast_shapes(tuple(ba), tuple(bb)), dtype=np.int64))
+    return 2 * nb * int(m) * int(n) * int(k)
+
+
+def _matmul_flops(node) -> int:
+    return matmul_flops(node.inputs[0].shape, node.inputs[1].shape)
+
+
 register(Op("matmul", 2, "contraction", _matmul_shape, same_dtype, np.matmul, _matmul_vjp, _matmul_jvp,
-            doc="batched matrix product (..., m, k) @ (..., k, n)"))
+            doc="batched matrix product (..., m, k) @ (..., k, n)", flops=_matmul_flops))
 
 
 def parse_einsum(spec: str, nops: int) -> tuple[list[str], str]:
@@ -115,5 +127,18 @@ def _einsum_jvp(t, node):
     return total
 
 
+def _einsum_flops(node) -> int:
+    # a multiply and an add per point of the index space
+    try:
+        ins, _ = parse_einsum(node.attr("spec"), len(node.inputs))
+    except Exception:  # noqa: BLE001  # pragma: no cover - a malformed spec was rejected at trace time
+        return 2 * node.size
+    dims: dict[str, int] = {}
+    for sub, x in zip(ins, node.inputs):
+        for c, d in zip(sub, x.shape):
+            dims[c] = int(d)
+    return 2 * int(np.prod(list(dims.values()), dtype=np.int64)) if dims else 2
+
+
 register(Op("einsum", None, "contraction", _einsum_shape, same_dtype, _einsum_impl, _einsum_vjp, _einsum_jvp,
-            doc="Einstein summation with an explicit spec (attr spec); multilinear"))
+            doc="Einstein summation with an explicit spec (attr spec); multilinear", flops=_einsum_flops))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .core import Op, register, same_dtype, same_shape
 
-__all__ = ["MARKER_OPS"]
+__all__: list[str] = []
 
 
 def _identity(x, **_):
@@ -33,7 +33,4 @@ for _name, _doc in (
     ("remat_end", "identity; marks an output of checkpoint region attr region (removed by apply_checkpoint)"),
 ):
     register(Op(_name, 1, "elementwise", same_shape, same_dtype, _identity, _identity_vjp, _identity_jvp,
-                linear=True, doc=_doc))
-
-#: Names of the marker ops (identity ops removed by `apply_checkpoint`).
-MARKER_OPS = frozenset({"checkpoint_name", "remat_begin", "remat_end"})
+                linear=True, doc=_doc, identity_of=0, marker=True))

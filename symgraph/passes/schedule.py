@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from ..ir import Graph, Node, meta
 
 __all__ = [
-    "CHEAP_OPS",
     "assign_offsets",
     "free_values",
     "interval_peak",
@@ -29,10 +28,8 @@ __all__ = [
     "static_values",
 ]
 
-#: Ops that only move, view or convert data: values computed by them from
-#: graph inputs and constants alone are regenerated where needed, never kept.
-CHEAP_OPS = frozenset({"broadcast_to", "reshape", "expand_dims", "squeeze", "transpose", "cast", "copy",
-                       "stop_gradient", "slice", "checkpoint_name", "remat_begin", "remat_end"})
+# Ops that only move, view or convert data (`Op.cheap`: views, identities, casts): values computed
+# by them from graph inputs and constants alone are regenerated where needed, never kept.
 
 _CACHE: weakref.WeakKeyDictionary[Graph, list[Node]] = weakref.WeakKeyDictionary()
 
@@ -76,7 +73,7 @@ def free_values(order: Sequence[Node], cls: dict[Node, str] | None = None, rando
     """Forward values that are free to regenerate: computed from sources without activations.
 
     A value is free when it is a `random_uniform` (counter-based: it depends
-    only on its key), or an op of `CHEAP_OPS` (or elementwise, when it reads
+    only on its key), or a cheap op (`Op.cheap`; or elementwise, when it reads
     random bits) all of whose non-source inputs are free. Dropout masks and
     broadcasts of parameters are free; anything reading an activation is not.
 
@@ -95,7 +92,7 @@ def free_values(order: Sequence[Node], cls: dict[Node, str] | None = None, rando
     for n in order:
         if cls.get(n) != "F":
             continue
-        if n.op.name == "random_uniform":
+        if n.op.random:
             free.add(n)
             rand.add(n)
             continue
@@ -106,7 +103,7 @@ def free_values(order: Sequence[Node], cls: dict[Node, str] | None = None, rando
         if is_rand and n.op.kind in ("elementwise", "layout"):
             free.add(n)
             rand.add(n)
-        elif n.op.name in CHEAP_OPS:
+        elif n.op.cheap:
             free.add(n)
     return rand if random_only else free
 
