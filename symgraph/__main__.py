@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import linecache
 import os
 import re
@@ -19,8 +20,18 @@ import sys
 import textwrap
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
+
+import symgraph as sg
+
+from . import viz
+from .errors import SymgraphError, _internal_dirs
+from .passes.checkpoint import apply_checkpoint
+from .passes.schedule import peak_bytes, schedule
 
 __all__ = ["main"]
 
@@ -188,8 +199,6 @@ def _load(target: str) -> tuple[Callable, str]:
 
 def _n_positional(f: Callable) -> tuple[int, int] | None:
     """(required, maximum) positional parameters of f, or None when unknown."""
-    import inspect
-
     try:
         params = list(inspect.signature(f).parameters.values())
     except (TypeError, ValueError):
@@ -216,10 +225,6 @@ def _checkpoint_strategy(text: str) -> Any:
 
 def _build(args: argparse.Namespace) -> tuple[Any, Callable, tuple]:
     """Load, transform and trace the function. Returns (graph, traced function, example args)."""
-    import numpy as np
-
-    import symgraph as sg
-
     f, fname = _load(args.target)
     shapes = list(args.shapes)
     npos = _n_positional(f)
@@ -255,11 +260,6 @@ def _build(args: argparse.Namespace) -> tuple[Any, Callable, tuple]:
     if args.simplify:
         g = sg.simplify(g)
     if args.checkpoint is not None:
-        try:
-            from .passes.checkpoint import apply_checkpoint
-        except ImportError as e:
-            raise _Unavailable(f"--checkpoint needs symgraph.passes.checkpoint, which is not available in this "
-                               f"installation ({e})") from None
         g = apply_checkpoint(g, strategy)
     return g, fn, example
 
@@ -280,8 +280,6 @@ def _human(n: int) -> str:
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
-    from . import viz
-
     fmt = args.format
     if fmt is None:
         suffix = os.path.splitext(args.output or "")[1].lower()
@@ -299,8 +297,6 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     elif fmt == "dot":
         data = viz.to_dot(g, **kw).encode("utf-8")
     else:
-        from .errors import SymgraphError
-
         try:
             data = viz.render_bytes(g, fmt, timeout=args.timeout, **kw)
         except SymgraphError as e:  # Graphviz missing, failing or too slow: not the user's code
@@ -316,13 +312,6 @@ def _cmd_dump(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    from collections import Counter
-
-    import numpy as np
-
-    from . import viz
-    from .passes.schedule import peak_bytes, schedule
-
     g, fn, example = _build(args)
     order = schedule(g)
     roles = viz.role_counts(g)
@@ -337,20 +326,11 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     print("\n".join(lines), flush=True)
     if not args.compile:
         return EXIT_OK
-    import symgraph as sg
-
-    comp = getattr(sg, "compile", None)
-    if comp is None:
-        try:
-            from .compile import compile as comp
-        except ImportError as e:
-            raise _Unavailable(f"--compile needs sg.compile (symgraph/compile.py), which is not available in this "
-                               f"installation ({e})") from None
     strategy = _checkpoint_strategy(args.checkpoint) if args.checkpoint is not None else None
     rng = np.random.default_rng(0)
     real = tuple(rng.standard_normal(x.shape).astype(x.dtype) for x in example)
     t0 = time.perf_counter()
-    cf = comp(fn, backend=args.backend, checkpoint=strategy)
+    cf = sg.compile(fn, backend=args.backend, checkpoint=strategy)
     cf(*real)
     wall = time.perf_counter() - t0
     st = dict(getattr(cf, "stats", {}) or {})
@@ -374,8 +354,6 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 def _user_frame(exc: BaseException, user_file: str | None) -> tuple[str, int, str] | None:
     """The innermost traceback frame in the user's file (else outside symgraph/numpy/stdlib)."""
-    from .errors import _internal_dirs
-
     frames = traceback.extract_tb(exc.__traceback__)
     if user_file:
         mine = [fr for fr in frames if os.path.abspath(fr.filename) == user_file]
@@ -391,8 +369,6 @@ def _user_frame(exc: BaseException, user_file: str | None) -> tuple[str, int, st
 
 
 def _report_user_error(exc: BaseException, target: str, show_tb: bool) -> None:
-    from .errors import SymgraphError
-
     path = target.rpartition(":")[0]
     user_file = os.path.abspath(path) if path else None
     if isinstance(exc, SymgraphError):

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import numpy as snp
 from .ir import Node
+from .tree import tree_leaves
 
 __all__ = [
     "glorot_uniform", "normal", "zeros", "ones",
@@ -69,8 +70,6 @@ def ones(shape: Sequence[int], dtype: Any = np.float32) -> np.ndarray:
 
 def count_params(params: Any) -> int:
     """Total number of scalars in a parameter pytree."""
-    from .tree import tree_leaves
-
     return int(sum(np.size(x) if not isinstance(x, Node) else x.size for x in tree_leaves(params)))
 
 

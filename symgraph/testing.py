@@ -16,6 +16,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .errors import DTypeError, SymgraphError
+from .tracing import leaf_spec
+from .transforms import jvp, vjp
 from .tree import tree_flatten, tree_map
 
 __all__ = ["check_grads", "check_vjp_jvp", "numerical_jvp", "GradientCheckError"]
@@ -72,10 +74,6 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 1, modes: Sequenc
         Griewank & Walther, Evaluating Derivatives (2008), sec. 3.3 (the
         <ȳ, ẏ> = <x̄, ẋ> identity); autograd's check_vjp; JAX's check_grads.
     """
-    from .transforms import jvp, vjp
-
-    from .tracing import leaf_spec
-
     args = tuple(args)
     for i, leaf in enumerate(tree_flatten(args)[0]):
         _, dt = leaf_spec(leaf, f"{i}")  # DTypeError for strings, objects, dates, ...
@@ -149,8 +147,6 @@ def check_vjp_jvp(f: Callable, args: Sequence[Any], rtol: float = 1e-10, seed: i
     References:
         Griewank & Walther, Evaluating Derivatives (2008), sec. 3.3; autograd's check_vjp.
     """
-    from .transforms import jvp, vjp
-
     args = tuple(args)
     rng = np.random.default_rng(seed)
     v = _rand_like(args, rng)
