@@ -21,7 +21,7 @@ import numpy as np
 from .. import lax as L
 from ..errors import DTypeError, ShapeError
 from ..ir import ConstValue
-from .core import Op, bool_dtype, float_only, register, same_dtype, same_shape
+from .core import DIVISION, MathFn, Op, bool_dtype, float_only, register, same_dtype, same_shape
 
 # ----- sources -----
 
@@ -55,8 +55,11 @@ register(Op("constant", 0, "source", _const_shape, _const_dtype, lambda value: v
 # ----- unary math: derivative f'(x) given the input x and the output y -----
 
 
-def _defunary(name: str, impl, deriv, doc: str = "", dtype_rule=float_only) -> Op:
-    """Declare a unary op whose derivative is the elementwise factor deriv(x, y)."""
+def _defunary(name: str, impl, deriv, doc: str = "", dtype_rule=float_only, **facts) -> Op:
+    """Declare a unary op whose derivative is the elementwise factor deriv(x, y).
+
+    `facts` are the record's other fields (math, magnitude, neg_zero, ...; see `Op`).
+    """
 
     def vjp(ct, node):
         return (ct * deriv(node.inputs[0], node),)
@@ -65,7 +68,7 @@ def _defunary(name: str, impl, deriv, doc: str = "", dtype_rule=float_only) -> O
         (t,) = tangents
         return None if t is None else t * deriv(node.inputs[0], node)
 
-    return register(Op(name, 1, "elementwise", same_shape, dtype_rule, impl, vjp, jvp, doc=doc))
+    return register(Op(name, 1, "elementwise", same_shape, dtype_rule, impl, vjp, jvp, doc=doc, **facts))
 
 
 def _sigmoid(x):
@@ -82,19 +85,26 @@ def _erf(x):
     return _erf_vec(x).astype(x.dtype) if x.size else x.copy()
 
 
-_defunary("exp", np.exp, lambda x, y: y, "e**x; derivative reuses the output")
-_defunary("log", np.log, lambda x, y: 1.0 / x, "natural log")
-_defunary("log1p", np.log1p, lambda x, y: 1.0 / (x + 1.0), "log(1 + x), accurate near 0")
-_defunary("expm1", np.expm1, lambda x, y: y + 1.0, "e**x - 1, accurate near 0")
-_defunary("sqrt", np.sqrt, lambda x, y: 0.5 / y, "square root; derivative 0.5/sqrt(x) reuses the output")
-_defunary("sin", np.sin, lambda x, y: L.unary("cos", x))
-_defunary("cos", np.cos, lambda x, y: -L.unary("sin", x))
-_defunary("tan", np.tan, lambda x, y: 1.0 + y * y, "derivative 1 + tan**2 reuses the output")
-_defunary("tanh", np.tanh, lambda x, y: 1.0 - y * y, "derivative 1 - tanh**2 reuses the output")
-_defunary("sigmoid", _sigmoid, lambda x, y: y * (1.0 - y), "logistic 1/(1+e**-x), stable; derivative y(1-y)")
-_defunary("erf", _erf, lambda x, y: (2.0 / math.sqrt(math.pi)) * L.unary("exp", -(x * x)), "error function")
+_defunary("exp", np.exp, lambda x, y: y, "e**x; derivative reuses the output",
+          math=MathFn("exp", "exp"), neg_zero="never")
+_defunary("log", np.log, lambda x, y: 1.0 / x, "natural log", math=MathFn("log", "log"), neg_zero="never")
+_defunary("log1p", np.log1p, lambda x, y: 1.0 / (x + 1.0), "log(1 + x), accurate near 0", math=MathFn("log1p"))
+_defunary("expm1", np.expm1, lambda x, y: y + 1.0, "e**x - 1, accurate near 0", math=MathFn("expm1"))
+_defunary("sqrt", np.sqrt, lambda x, y: 0.5 / y, "square root; derivative 0.5/sqrt(x) reuses the output",
+          math=MathFn("sqrt", "sqrt"))
+_defunary("sin", np.sin, lambda x, y: L.unary("cos", x), math=MathFn("sin", "sin", ("f64", "f32")), magnitude="unit")
+_defunary("cos", np.cos, lambda x, y: -L.unary("sin", x), math=MathFn("cos", "cos", ("f64", "f32")),
+          magnitude="unit", neg_zero="never")
+_defunary("tan", np.tan, lambda x, y: 1.0 + y * y, "derivative 1 + tan**2 reuses the output",
+          math=MathFn("tan", "tan", ("f64", "f32")))
+_defunary("tanh", np.tanh, lambda x, y: 1.0 - y * y, "derivative 1 - tanh**2 reuses the output",
+          math=MathFn("tanh", "tanh"), magnitude="unit")
+_defunary("sigmoid", _sigmoid, lambda x, y: y * (1.0 - y), "logistic 1/(1+e**-x), stable; derivative y(1-y)",
+          math=MathFn(None, via="exp"), magnitude="unit", neg_zero="never")
+_defunary("erf", _erf, lambda x, y: (2.0 / math.sqrt(math.pi)) * L.unary("exp", -(x * x)), "error function",
+          math=MathFn("erf", vector_auto=("f64",)), magnitude="unit")
 _defunary("abs", np.abs, lambda x, y: L.unary("sign", x, float_op=False), "absolute value; abs'(0) = 0",
-          dtype_rule=same_dtype)
+          dtype_rule=same_dtype, magnitude="input", neg_zero="never")
 
 
 def _zero_deriv(name: str, impl, dtype_rule=same_dtype, doc: str = "") -> Op:
@@ -116,7 +126,8 @@ def _neg_jvp(t, node):
     return None if t[0] is None else -t[0]
 
 
-register(Op("neg", 1, "elementwise", same_shape, same_dtype, np.negative, _neg_vjp, _neg_jvp, linear=True, doc="-x"))
+register(Op("neg", 1, "elementwise", same_shape, same_dtype, np.negative, _neg_vjp, _neg_jvp, linear=True, doc="-x",
+            magnitude="input"))
 
 
 def _identity_vjp(ct, node):
@@ -128,9 +139,10 @@ def _identity_jvp(t, node):
 
 
 register(Op("copy", 1, "elementwise", same_shape, same_dtype, lambda x: x.copy(), _identity_vjp, _identity_jvp,
-            linear=True, doc="identity; a fresh node (with a tag) for nested transformations, removed by simplify"))
+            linear=True, identity_of=0, magnitude="input", neg_zero=(0,), doc="identity; a fresh node (with a tag) for nested transformations, removed by simplify"))
 
 register(Op("stop_gradient", 1, "elementwise", same_shape, same_dtype, lambda x: x.copy(), differentiable=False,
+            identity_of=0, magnitude="input", neg_zero=(0,),
             doc="identity whose derivative is zero"))
 
 
@@ -156,6 +168,7 @@ def _cast_jvp(t, node):
 
 
 register(Op("cast", 1, "elementwise", same_shape, _cast_dtype, _cast_impl, _cast_vjp, _cast_jvp, linear=True,
+            cheap=True, neg_zero=(0,),
             doc="dtype conversion (attr dtype); derivative flows float to float only"))
 
 # ----- binary arithmetic -----
@@ -236,12 +249,17 @@ def _pow_impl(x, y):
     return np.power(x, y)
 
 
-register(Op("add", 2, "elementwise", same_shape, same_dtype, np.add, _add_vjp, _add_jvp, linear=True, doc="x + y"))
-register(Op("sub", 2, "elementwise", same_shape, same_dtype, np.subtract, _sub_vjp, _sub_jvp, linear=True, doc="x - y"))
-register(Op("mul", 2, "elementwise", same_shape, same_dtype, np.multiply, _mul_vjp, _mul_jvp, doc="x * y"))
-register(Op("div", 2, "elementwise", same_shape, float_only, np.true_divide, _div_vjp, _div_jvp, doc="x / y"))
+# -0.0 laws: a + b is -0 only if both are -0; a - b only if a is -0.
+register(Op("add", 2, "elementwise", same_shape, same_dtype, np.add, _add_vjp, _add_jvp, linear=True, doc="x + y",
+            commutative=True, associative=True, neg_zero=(0, 1)))
+register(Op("sub", 2, "elementwise", same_shape, same_dtype, np.subtract, _sub_vjp, _sub_jvp, linear=True, doc="x - y",
+            neg_zero=(0,)))
+register(Op("mul", 2, "elementwise", same_shape, same_dtype, np.multiply, _mul_vjp, _mul_jvp, doc="x * y",
+            commutative=True, associative=True))
+register(Op("div", 2, "elementwise", same_shape, float_only, np.true_divide, _div_vjp, _div_jvp, doc="x / y",
+            cost=DIVISION))
 register(Op("pow", 2, "elementwise", same_shape, same_dtype, _pow_impl, _pow_vjp, _pow_jvp,
-            doc="x ** y; d/dy at x = 0 taken as 0"))
+            doc="x ** y; d/dy at x = 0 taken as 0", math=MathFn("pow", "pow", ("f32",))))
 
 
 def _select_vjp(mask_fn):
@@ -274,16 +292,18 @@ def _lt(x, y):
 
 
 register(Op("maximum", 2, "elementwise", same_shape, same_dtype, np.maximum, _select_vjp(_gt), _select_jvp(_gt),
-            doc="elementwise max (NaN propagates); tie: derivative goes to the second operand"))
+            doc="elementwise max (NaN propagates); tie: derivative goes to the second operand", selects=True))
 register(Op("minimum", 2, "elementwise", same_shape, same_dtype, np.minimum, _select_vjp(_lt), _select_jvp(_lt),
-            doc="elementwise min (NaN propagates); tie: derivative goes to the second operand"))
+            doc="elementwise min (NaN propagates); tie: derivative goes to the second operand", selects=True))
 
-for _name, _fn in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal),
-                   ("eq", np.equal), ("ne", np.not_equal)]:
-    register(Op(_name, 2, "elementwise", same_shape, bool_dtype, _fn, differentiable=False, doc=f"comparison {_fn.__name__}"))
+for _name, _fn, _comm in [("lt", np.less, False), ("le", np.less_equal, False), ("gt", np.greater, False),
+                          ("ge", np.greater_equal, False), ("eq", np.equal, True), ("ne", np.not_equal, True)]:
+    register(Op(_name, 2, "elementwise", same_shape, bool_dtype, _fn, differentiable=False, doc=f"comparison {_fn.__name__}",
+                commutative=_comm))
 
 for _name, _fn in [("logical_and", np.logical_and), ("logical_or", np.logical_or)]:
-    register(Op(_name, 2, "elementwise", same_shape, bool_dtype, _fn, differentiable=False, doc=_fn.__name__))
+    register(Op(_name, 2, "elementwise", same_shape, bool_dtype, _fn, differentiable=False, doc=_fn.__name__,
+                commutative=True, associative=True))
 
 # ----- where -----
 
@@ -312,7 +332,7 @@ def _where_jvp(t, node):
 
 
 register(Op("where", 3, "elementwise", _where_shape, _where_dtype, np.where, _where_vjp, _where_jvp,
-            doc="select(c, a, b); the condition gets no derivative"))
+            doc="select(c, a, b); the condition gets no derivative", selects=True))
 
 # ----- counter-based random bits -----
 
@@ -354,7 +374,7 @@ def _rand_impl(key, *, shape, salt, dtype):
 
 register(Op("random_uniform", 1, "elementwise", _rand_shape, _rand_dtype, _rand_impl, differentiable=False,
             doc="counter-based uniform [0,1) bits from an integer key (attrs shape, salt, dtype); "
-                "regenerated, never stored"))
+                "regenerated, never stored", random=True))
 
 # ----- muladd: a*b + c with two roundings (made by simplify's polynomial stage) -----
 
@@ -379,7 +399,7 @@ def _muladd_jvp(t, node):
 
 register(Op("muladd", 3, "elementwise", same_shape, float_only, _muladd_impl, _muladd_vjp, _muladd_jvp,
             doc="a*b + c rounded twice (equal to mul then add, not a fused multiply-add); "
-                "the Horner steps of simplify's polynomial stage"))
+                "the Horner steps of simplify's polynomial stage", neg_zero=(2,), commutative=True))
 
 # ----- fmod: C's fmod, the exact remainder of truncated division (the base of floor_divide/remainder) -----
 
@@ -403,4 +423,4 @@ def _fmod_jvp(t, node):
 
 register(Op("fmod", 2, "elementwise", same_shape, float_only, np.fmod, _fmod_vjp, _fmod_jvp,
             doc="C fmod: a - trunc(a/b)*b, exact, sign of a (NaN for b = 0 or infinite a); "
-                "derivatives 1 and -trunc(a/b)"))
+                "derivatives 1 and -trunc(a/b)", cost=DIVISION))

@@ -75,7 +75,8 @@ def _extreme_jvp(t, node):
 for _name, _fn in [("max", np.max), ("min", np.min)]:
     register(Op(_name, 1, "reduction", _reduce_shape, same_dtype,
                 (lambda fn: lambda x, axes: fn(x, axis=axes))(_fn), _extreme_vjp, _extreme_jvp,
-                doc=f"{_name} over axes; at ties the derivative is shared equally"))
+                doc=f"{_name} over axes; at ties the derivative is shared equally", magnitude="input",
+                copies_input=True))
 
 
 def _shift_in_ones(e, k):
@@ -171,7 +172,8 @@ def _linear_jvp(rebuild):
 
 
 register(Op("reshape", 1, "layout", _reshape_shape, same_dtype, lambda x, shape: np.reshape(x, shape),
-            _reshape_back, _linear_jvp(lambda t, n: L.reshape(t, n.shape)), linear=True, doc="new shape, same size"))
+            _reshape_back, _linear_jvp(lambda t, n: L.reshape(t, n.shape)), linear=True, doc="new shape, same size",
+            view="reshape", magnitude="input", neg_zero=(0,)))
 
 
 def _expand_dims_shape(s, *, axes):
@@ -192,10 +194,10 @@ def _squeeze_shape(s, *, axes):
 
 register(Op("expand_dims", 1, "layout", _expand_dims_shape, same_dtype, lambda x, axes: np.expand_dims(x, axes),
             _reshape_back, _linear_jvp(lambda t, n: L.bind("expand_dims", t, axes=n.attr("axes"))), linear=True,
-            doc="insert size-1 axes (a reshape)"))
+            doc="insert size-1 axes (a reshape)", view="reshape", magnitude="input", neg_zero=(0,)))
 register(Op("squeeze", 1, "layout", _squeeze_shape, same_dtype, lambda x, axes: np.squeeze(x, axes),
             _reshape_back, _linear_jvp(lambda t, n: L.bind("squeeze", t, axes=n.attr("axes"))), linear=True,
-            doc="drop size-1 axes (a reshape)"))
+            doc="drop size-1 axes (a reshape)", view="reshape", magnitude="input", neg_zero=(0,)))
 
 
 def _transpose_shape(s, *, perm):
@@ -211,7 +213,7 @@ def _transpose_vjp(ct, node):
 
 register(Op("transpose", 1, "layout", _transpose_shape, same_dtype, lambda x, perm: np.transpose(x, perm),
             _transpose_vjp, _linear_jvp(lambda t, n: L.transpose(t, n.attr("perm"))), linear=True,
-            doc="permute axes"))
+            doc="permute axes", view="transpose", magnitude="input", neg_zero=(0,)))
 
 
 def _broadcast_shape(s, *, shape):
@@ -227,7 +229,8 @@ def _broadcast_vjp(ct, node):
 register(Op("broadcast_to", 1, "layout", _broadcast_shape, same_dtype,
             lambda x, shape: np.broadcast_to(x, shape), _broadcast_vjp,
             _linear_jvp(lambda t, n: L.broadcast_to(t, n.shape)), linear=True,
-            doc="numpy broadcasting made explicit; VJP sums over the broadcast axes"))
+            doc="numpy broadcasting made explicit; VJP sums over the broadcast axes",
+            view="broadcast", magnitude="input", neg_zero=(0,)))
 
 
 def _slice_shape(s, *, starts, stops, steps):
@@ -271,7 +274,8 @@ def _slice_jvp(t, node):
 
 
 register(Op("slice", 1, "layout", _slice_shape, same_dtype, _slice_impl, _slice_vjp, _slice_jvp, linear=True,
-            doc="basic slicing x[a:b:c, ...] with normalized starts/stops/steps (stops may be -1 - n for negative steps)"))
+            doc="basic slicing x[a:b:c, ...] with normalized starts/stops/steps (stops may be -1 - n for negative steps)",
+            view="slice", magnitude="input", neg_zero=(0,)))
 
 
 def _unslice_shape(s, *, shape, starts, stops, steps):
@@ -298,7 +302,7 @@ def _unslice_jvp(t, node):
 
 
 register(Op("unslice", 1, "layout", _unslice_shape, same_dtype, _unslice_impl, _unslice_vjp, _unslice_jvp, linear=True,
-            doc="zeros of attr shape with the operand placed at a slice (the transpose of slice)"))
+            doc="zeros of attr shape with the operand placed at a slice (the transpose of slice)", magnitude="input"))
 
 # ----- gather / scatter_add (integer-array indexing along one axis) -----
 
@@ -342,7 +346,7 @@ def _gather_jvp(t, node):
 
 register(Op("gather", 2, "layout", _gather_shape, _gather_dtype, _gather_impl, _gather_vjp, _gather_jvp,
             doc="take(x, idx, axis): integer-array indexing along one axis; negative indices wrap once, "
-                "out-of-range indices clamp"))
+                "out-of-range indices clamp", magnitude="input", neg_zero=(0,), copies_input=True))
 
 
 def _scatter_shape(u, i, *, shape, axis):

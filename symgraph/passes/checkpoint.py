@@ -45,8 +45,8 @@ from ..ops import OPS
 from ..ops import remat as _remat_ops  # noqa: F401  (registers the marker ops)
 from ..ops.linalg import parse_einsum
 from ..tracing import trace  # saved_residuals traces the joint graph of a function
-from ..ops.remat import MARKER_OPS
 from ..tree import tree_flatten, tree_paths, tree_unflatten
+from .cost import node_flops as flops
 from .schedule import forward_order, free_values, peak_bytes, regions, schedule, static_values
 from .simplify import simplify
 
@@ -73,49 +73,10 @@ __all__ = [
     "saved_residuals",
 ]
 
-_CONTRACTIONS = frozenset({"matmul", "einsum"})
 #: A byte budget considers Revolve schedules costing at most this many extra forward passes.
 MAX_REVOLVE_PASSES = 8
 _ctx_ids = itertools.count(1)
 _region_ids = itertools.count(1)
-
-
-# --------------------------------------------------------------------------- cost model
-
-
-def flops(node: Node) -> int:
-    """Estimated floating-point operations of computing `node` once.
-
-    matmul (..., m, k) @ (..., k, n): 2·batch·m·n·k; einsum: 2 times the product
-    of all index sizes; elementwise ops and reductions: one per input element;
-    layout ops, sources and markers: 0.
-
-    Args:
-        node: a graph node.
-
-    Returns:
-        FLOPs (int).
-    """
-    op = node.op
-    if op.kind in ("source", "layout") or op.name in MARKER_OPS or op.name in ("copy", "stop_gradient"):
-        return 0
-    if op.name == "matmul":
-        return 2 * node.size * int(node.inputs[0].shape[-1])
-    if op.name == "einsum":
-        from ..ops.linalg import parse_einsum
-
-        try:
-            ins, _ = parse_einsum(node.attr("spec"), len(node.inputs))
-        except Exception:  # noqa: BLE001  # pragma: no cover - a malformed spec was rejected at trace time
-            return 2 * node.size
-        dims: dict[str, int] = {}
-        for sub, x in zip(ins, node.inputs):
-            for c, d in zip(sub, x.shape):
-                dims[c] = int(d)
-        return 2 * int(np.prod(list(dims.values()), dtype=np.int64)) if dims else 2
-    if op.kind == "reduction":
-        return max(node.inputs[0].size, 1)
-    return max(node.size, 1)
 
 
 # --------------------------------------------------------------------------- policies
@@ -160,7 +121,7 @@ def _set_names(node: Node, names: frozenset) -> None:
 
 
 def _is_dot(n: Node) -> bool:
-    return n.op.name in _CONTRACTIONS
+    return n.op.kind == "contraction"
 
 
 def _dot_no_batch(n: Node) -> bool:
@@ -289,7 +250,7 @@ def _strip_markers(graph: Graph) -> tuple[Graph, _Marks]:
     """Remove marker ops, remembering names and which values user regions recompute."""
     order = graph.toposort()
     marks = _Marks()
-    if not any(n.op.name in MARKER_OPS for n in order):
+    if not any(n.op.marker for n in order):
         return graph, marks
     # Region internals: downstream of a region's begin markers and upstream of its end markers.
     begins: dict[int, list[Node]] = {}
@@ -320,13 +281,13 @@ def _strip_markers(graph: Graph) -> tuple[Graph, _Marks]:
             stack.extend(r for r in rd.get(n, ()) if r in up)
         outs = {e.inputs[0] for e in es}
         for n in up & down:
-            if n.op.name not in MARKER_OPS and n not in outs and meta(n).role not in ("backward", "recomputed"):
+            if not n.op.marker and n not in outs and meta(n).role not in ("backward", "recomputed"):
                 inside.setdefault(n, []).append(rid)
     names: dict[Node, set] = {}
     new: dict[Node, Node] = {}
     with Builder() as b:
         for n in order:
-            if n.op.name in MARKER_OPS:
+            if n.op.marker:
                 src = new[n.inputs[0]]
                 new[n] = src
                 if n.op.name == "checkpoint_name":
@@ -1047,7 +1008,7 @@ def _plan_mincut(a: _Analysis, max_depth: int | None = None) -> Plan:
             j = idx.get(x)
             if j is not None:
                 G.add_edge(("out", j), ("in", i), capacity=INF)
-        if (v.op.name in _CONTRACTIONS or v.op.kind == "opaque") and v not in must:
+        if v.op.kind in ("contraction", "opaque") and v not in must:
             G.add_edge(src, ("in", i), capacity=INF)
         if v in a.needed:
             G.add_edge(("out", i), snk, capacity=INF)
@@ -1073,7 +1034,7 @@ def _plan_mincut(a: _Analysis, max_depth: int | None = None) -> Plan:
     for v in saved:
         if v in banned_late:
             why = f"recomputing it would chain more than {max_depth} recomputed values"
-        elif v.op.name in _CONTRACTIONS:
+        elif v.op.kind == "contraction":
             why = "contraction (never recomputed)"
         else:
             why = f"{_bytes(v)} bytes"
@@ -1274,9 +1235,10 @@ def apply_checkpoint(graph: Graph, strategy: Any = None) -> Graph:
     return out
 
 
-#: Ops that `apply_checkpoint(graph, None)` may rewrite: markers are stripped, random bits
-#: regenerated, copy / stop_gradient looked through by the backward readers.
-_REWRITTEN_BY_NONE = MARKER_OPS | {"random_uniform", "copy", "stop_gradient"}
+def _rewritten_by_none(op) -> bool:
+    """Whether `apply_checkpoint(graph, None)` may rewrite nodes of `op`: markers are stripped, random
+    bits regenerated, copy / stop_gradient looked through by the backward readers."""
+    return op.random or (op.identity_of is not None and op.kind == "elementwise")
 def _keep_everything(graph: Graph, strategy: Any) -> Graph | None:
     """`apply_checkpoint(graph, None)` for a graph it leaves unchanged, else None.
 
@@ -1287,7 +1249,7 @@ def _keep_everything(graph: Graph, strategy: Any) -> Graph | None:
     """
     order = graph.toposort()
     for n in order:
-        if n.op.name in _REWRITTEN_BY_NONE:
+        if _rewritten_by_none(n.op):
             return None
     cls = regions(order)
     if not any(c in ("B", "R") for c in cls.values()):

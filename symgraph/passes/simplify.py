@@ -68,7 +68,7 @@ from ..ir import (
     set_meta,
     source_location,
 )
-from ..ops import OPS
+from ..ops import OPS, Op
 
 __all__ = [
     "FOLD_LIMIT",
@@ -91,10 +91,6 @@ MAX_POW = 8  # pow(x, k) for integer 2 <= k <= MAX_POW joins a polynomial region
 
 _CONST = OPS["constant"]
 _BCAST = OPS["broadcast_to"]
-_RESHAPES = frozenset({"reshape", "expand_dims", "squeeze"})
-_COMMUTATIVE = frozenset({"add", "mul", "eq", "ne", "logical_and", "logical_or"})
-_NO_FOLD = frozenset({"random_uniform", "input", "constant"})
-_BOUNDED_UNARY = frozenset({"tanh", "sin", "cos", "sigmoid", "erf"})  # |f(x)| <= 1 (or NaN)
 _NOLOC = SourceLocation("<simplify>", 0, "simplify")
 
 
@@ -157,7 +153,7 @@ class _PassBuilder(Builder):
         for a, b in zip(inputs, ins):
             if a is not b:
                 return self.remake(node, inputs)
-        if _swapped(node.op.name, ins):
+        if _swapped(node.op, ins):
             return self.remake(node, inputs)
         return Builder.adopt(self, node)
 
@@ -167,7 +163,7 @@ class _PassBuilder(Builder):
             self._synced = m
             set_build_context(m.location if m.location is not None else _NOLOC, m.role)
         inputs = tuple(inputs)
-        if _swapped(op.name, inputs):
+        if _swapped(op, inputs):
             inputs = (inputs[1], inputs[0]) + inputs[2:]
         if self._meta.location is None:
             n = self.interned()
@@ -184,18 +180,17 @@ class _PassBuilder(Builder):
         """
         if type(inputs) is not tuple:
             inputs = tuple(inputs)
-        if _swapped(node.op.name, inputs):
+        if _swapped(node.op, inputs):
             inputs = (inputs[1], inputs[0]) + inputs[2:]
         return Builder.remake(self, node, inputs, self._meta if meta is None else meta)
 
 
-def _swapped(name: str, ins: tuple) -> bool:
+def _swapped(op: Op, ins: tuple) -> bool:
     """Whether the commutative operands of a node (both of add, mul, ...; a and b of muladd(a, b, c)) are out of order.
 
     The order is that of `_order_key` (splat constants last, otherwise creation order).
     """
-    k = len(ins)
-    if not ((k == 2 and name in _COMMUTATIVE) or (k == 3 and name == "muladd")):
+    if not op.commutative:
         return False
     a = ins[0]
     b = ins[1]
@@ -345,21 +340,13 @@ def _maybe_neg_zero(x: Node, depth: int = 0) -> bool:
         return bool(np.any((a == 0) & np.signbit(a)))
     if depth > 6 or x.tag is not None:
         return True
-    name = x.op.name
-    if name in ("exp", "abs", "sigmoid", "cos"):
+    op = x.op
+    if op.neg_zero == "never":
         return False  # results are >= +0 or never exactly zero with a sign
-    if name == "cast":
-        return x.inputs[0].dtype.kind != "f" or _maybe_neg_zero(x.inputs[0], depth + 1)
-    if name == "add":  # a + b is -0 only if both are -0
-        return _maybe_neg_zero(x.inputs[0], depth + 1) and _maybe_neg_zero(x.inputs[1], depth + 1)
-    if name == "sub":  # a - b is -0 only if a is -0
-        return _maybe_neg_zero(x.inputs[0], depth + 1)
-    if name == "muladd":  # a*b + c is -0 only if c is -0
-        return _maybe_neg_zero(x.inputs[2], depth + 1)
-    if name == "mul" and x.inputs[0] is x.inputs[1]:
+    if op.name == "mul" and x.inputs[0] is x.inputs[1]:
         return False  # x*x >= +0
-    if name in _RESHAPES or name in ("broadcast_to", "transpose", "slice", "gather", "copy", "stop_gradient"):
-        return _maybe_neg_zero(x.inputs[0], depth + 1)
+    if isinstance(op.neg_zero, tuple):  # -0 only where all of these inputs are -0
+        return all(_maybe_neg_zero(x.inputs[i], depth + 1) for i in op.neg_zero)
     return True
 
 
@@ -418,9 +405,10 @@ def rule(*ops: str) -> Callable:
 
 @rule("*")
 def identity_wrapper(node: Node, ins: tuple) -> Node | None:
-    # wrapper(..., x_i, ...) -> x_i  (custom_vjp_call & co.: Op.extra["identity_of_input"] = i)
-    i = node.op.extra.get("identity_of_input")
-    if i is None:
+    # wrapper(..., x_i, ...) -> x_i  (custom_vjp_call & co.: opaque ops with Op.identity_of = i; the
+    # elementwise identities -- copy, stop_gradient, checkpoint markers -- have rules of their own)
+    i = node.op.identity_of
+    if i is None or node.op.kind != "opaque":
         return None
     x = ins[i]
     return x if x.shape == node.shape and x.dtype == node.dtype else None
@@ -433,7 +421,7 @@ def fold_constants(node: Node, ins: tuple) -> Node | None:
     # a broadcast array is a view that folding would materialize (n -> n*n elements for the identity
     # basis eq(iota[:, None], iota[None, :]) of jacobian/hessian, which so stays structural, its
     # node count independent of n)
-    if not ins or node.op.name in _NO_FOLD or node.op.kind == "opaque" or node.op is _BCAST:
+    if not ins or not node.op.foldable or node.op.kind == "opaque" or node.op is _BCAST:
         return None
     limit = _run().options.fold_limit
     vals = []
@@ -460,9 +448,6 @@ def fold_constants(node: Node, ins: tuple) -> Node | None:
     return _constant(v, node.dtype)
 
 
-_SPLAT_LAYOUT = frozenset({"reshape", "expand_dims", "squeeze", "transpose", "broadcast_to", "slice", "copy",
-                           "stop_gradient"})
-
 
 @rule("*")
 def fold_splats(node: Node, ins: tuple) -> Node | None:
@@ -471,7 +456,7 @@ def fold_splats(node: Node, ins: tuple) -> Node | None:
         return None
     op = node.op
     name = op.name
-    if op.kind == "elementwise" and name != "random_uniform":
+    if op.kind == "elementwise" and not op.random:
         vals = [_splat(x) for x in ins]
         if any(v is None for v in vals) or all(x.op is _CONST for x in ins):
             return None  # not all splats, or plain 0-d constants (fold_constants handles those)
@@ -486,7 +471,7 @@ def fold_splats(node: Node, ins: tuple) -> Node | None:
     s = _splat(ins[0])
     if s is None:
         return None
-    if name in _SPLAT_LAYOUT or name == "gather" or name in ("max", "min"):
+    if node.op.copies_input and not node.op.marker:
         if name == "broadcast_to" and ins[0].op is _CONST:
             return None  # already canonical
         if node.size == 0:
@@ -506,7 +491,7 @@ def fold_splats(node: Node, ins: tuple) -> Node | None:
 def elementwise_of_broadcasts(node: Node, ins: tuple) -> Node | None:
     # f(broadcast(a, S), broadcast(b, S), splat c) -> broadcast(f(a, b, splat c), S)  (a.shape == b.shape)
     op = node.op
-    if op.kind != "elementwise" or op.name == "random_uniform" or not ins:
+    if op.kind != "elementwise" or op.random or not ins:
         return None
     src = None
     for x in ins:
@@ -843,7 +828,7 @@ def reshape_chain(node: Node, ins: tuple) -> Node | None:
     x = ins[0]
     if x.shape == node.shape:
         return x
-    if x.tag is None and x.op.name in _RESHAPES:
+    if x.tag is None and x.op.view == "reshape":
         return _reshape(x.inputs[0], node.shape)
     return None
 
@@ -875,7 +860,7 @@ def broadcast_chain(node: Node, ins: tuple) -> Node | None:
         return x
     if _is(x, "broadcast_to"):
         return _broadcast(x.inputs[0], node.shape)
-    if x.tag is None and x.op.name in _RESHAPES and _strip1(x.shape) == _strip1(x.inputs[0].shape):
+    if x.tag is None and x.op.view == "reshape" and _strip1(x.shape) == _strip1(x.inputs[0].shape):
         y = x.inputs[0]
         if len(y.shape) <= len(node.shape):
             return _broadcast(y, node.shape)
@@ -981,7 +966,7 @@ def _rewrite_node(node: Node, ins: tuple, run: _Run) -> Node:
     unless no rule fires (then `node` is adopted or rebuilt on `ins`).
     """
     if node.tag is None and ins:
-        if _swapped(node.op.name, ins):
+        if _swapped(node.op, ins):
             ins = (ins[1], ins[0]) + ins[2:]
         if not _rules_for(node, ins):  # no rule to try (the common case): what the loop below would do
             node = run.builder.adopt(node, ins)
@@ -992,7 +977,7 @@ def _rewrite_node(node: Node, ins: tuple, run: _Run) -> Node:
     for _ in range(MAX_LOCAL_STEPS):
         if node.tag is not None or not ins:
             break
-        if _swapped(node.op.name, ins):
+        if _swapped(node.op, ins):
             ins = (ins[1], ins[0]) + ins[2:]
         for fn in _rules_for(node, ins):
             r = fn(node, ins)
@@ -1122,9 +1107,6 @@ def _degree(p: dict) -> int:
     return max((sum(e for _, e in m) for m in p), default=0)
 
 
-_SAME_BOUND = frozenset({"neg", "abs", "copy", "stop_gradient", "transpose", "slice", "gather", "unslice",
-                         "broadcast_to", "max", "min"}) | _RESHAPES  # |f(x)| <= max |x|
-
 
 def _bounded_atom(x: Node, bound: dict[Node, float]) -> float:
     """A magnitude bound of x from the bounds of its inputs (inf when unknown)."""
@@ -1139,7 +1121,7 @@ def _bounded_atom(x: Node, bound: dict[Node, float]) -> float:
         return m if math.isfinite(m) else math.inf
     if not x.inputs:
         return math.inf
-    if name in _BOUNDED_UNARY:
+    if x.op.magnitude == "unit":  # |f(x)| <= 1 (or NaN)
         return 1.0
     b = [bound.get(i, math.inf) for i in x.inputs]
     if name == "mul":
@@ -1148,7 +1130,7 @@ def _bounded_atom(x: Node, bound: dict[Node, float]) -> float:
         return b[0] + b[1]
     if name == "muladd":
         return (b[0] * b[1] if b[0] and b[1] else 0.0) + b[2]
-    if name in _SAME_BOUND:
+    if x.op.magnitude == "input":  # |f(x)| <= max |x|
         return b[0]
     if name == "cast":
         src = x.inputs[0].dtype
