@@ -187,6 +187,7 @@ tan = _unary("tan", "Tangent (radians).")
 tanh = _unary("tanh", "Hyperbolic tangent.")
 sigmoid = _unary("sigmoid", "Logistic function 1 / (1 + exp(-x)), stable for large |x|.")
 erf = _unary("erf", "Error function.")
+arcsinh = _unary("arcsinh", "Inverse hyperbolic sine; derivative 1 / sqrt(x**2 + 1).")
 
 
 def log2(x: Any) -> Any:
@@ -928,6 +929,7 @@ UFUNCS = {
     "positive": positive, "absolute": abs, "sign": sign, "exp": exp, "log": log, "log1p": log1p,
     "expm1": expm1, "log2": log2, "log10": log10, "exp2": exp2, "sqrt": sqrt, "square": square,
     "reciprocal": reciprocal, "sin": sin, "cos": cos, "tan": tan, "tanh": tanh, "sinh": sinh, "cosh": cosh,
+    "arcsinh": arcsinh,
     "maximum": maximum, "minimum": minimum, "fmax": fmax, "fmin": fmin, "less": less,
     "less_equal": less_equal, "greater": greater, "greater_equal": greater_equal, "equal": equal,
     "not_equal": not_equal, "logical_and": logical_and, "logical_or": logical_or, "logical_not": logical_not,

@@ -229,6 +229,7 @@ CASES = [
     _unary("tanh", real, np.tanh),
     _unary("sigmoid", real, lambda x: (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(x.dtype)),
     _unary("erf", real, _erf_ref),
+    _unary("arcsinh", real, lambda x: (np.sign(x) * np.log(np.abs(x) + np.sqrt(x * x + 1.0))).astype(x.dtype)),
     _unary("abs", nonzero, np.abs),
     # piecewise constant and boolean unary ops
     _unary("sign", real, np.sign, order=0),

@@ -103,6 +103,8 @@ _defunary("sigmoid", _sigmoid, lambda x, y: y * (1.0 - y), "logistic 1/(1+e**-x)
           math=MathFn(None, via="exp"), magnitude="unit", neg_zero="never")
 _defunary("erf", _erf, lambda x, y: (2.0 / math.sqrt(math.pi)) * L.unary("exp", -(x * x)), "error function",
           math=MathFn("erf", vector_auto=("f64",)), magnitude="unit")
+_defunary("arcsinh", np.arcsinh, lambda x, y: 1.0 / L.unary("sqrt", x * x + 1.0), "inverse hyperbolic sine",
+          math=MathFn("asinh"))
 _defunary("abs", np.abs, lambda x, y: L.unary("sign", x, float_op=False), "absolute value; abs'(0) = 0",
           dtype_rule=same_dtype, magnitude="input", neg_zero="never")
 
