@@ -52,9 +52,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import viz
-from ..errors import SourceLocation, SymgraphError
-from ..ir import (
+from ... import viz
+from ...errors import SourceLocation, SymgraphError
+from ...ir import (
     Builder,
     ConstValue,
     Graph,
@@ -68,7 +68,7 @@ from ..ir import (
     set_meta,
     source_location,
 )
-from ..ops import OPS, Op
+from ...ops import OPS, Op
 
 __all__ = [
     "FOLD_LIMIT",
