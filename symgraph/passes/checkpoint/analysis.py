@@ -37,18 +37,18 @@ from typing import Any
 
 import numpy as np
 
-from .. import lax as L
-from ..autodiff import fresh, is_float, vjp_nodes
-from ..errors import SymgraphError
-from ..ir import Builder, Graph, Node, current_builder, meta, role, source_location
-from ..ops import OPS
-from ..ops import remat as _remat_ops  # noqa: F401  (registers the marker ops)
-from ..ops.linalg import parse_einsum
-from ..tracing import trace  # saved_residuals traces the joint graph of a function
-from ..tree import tree_flatten, tree_paths, tree_unflatten
-from .cost import node_flops as flops
-from .schedule import forward_order, free_values, peak_bytes, regions, schedule, static_values
-from .simplify import simplify
+from ... import lax as L
+from ...autodiff import fresh, is_float, vjp_nodes
+from ...errors import SymgraphError
+from ...ir import Builder, Graph, Node, current_builder, meta, role, source_location
+from ...ops import OPS
+from ...ops import remat as _remat_ops  # noqa: F401  (registers the marker ops)
+from ...ops.linalg import parse_einsum
+from ...tracing import trace  # saved_residuals traces the joint graph of a function
+from ...tree import tree_flatten, tree_paths, tree_unflatten
+from ..cost import node_flops as flops
+from ..schedule import forward_order, free_values, peak_bytes, regions, schedule, static_values
+from ..simplify import simplify
 
 __all__ = [
     "Plan",
