@@ -135,6 +135,9 @@ class Op:
             constant-folded; regenerated, not saved, by checkpointing).
         foldable: simplification may constant-fold it (default: not a source,
             not random).
+        batch: the batching rule `(node, bargs, size) -> node` (symgraph.ops.batch
+            says the contract), "loop" for a deliberate O(B) loop, or None: the
+            generic rule for elementwise ops (same op on broadcast operands).
     """
 
     name: str
@@ -164,6 +167,7 @@ class Op:
     selects: bool = False
     random: bool = False
     foldable: bool | None = None
+    batch: Callable[..., Any] | str | None = None
 
     def __post_init__(self) -> None:
         if self.view is not None and self.view not in VIEWS:

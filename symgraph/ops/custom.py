@@ -18,11 +18,12 @@ Facts for other passes: `identity_of=-1` — the value equals the last input
 replace the node by it once no more differentiation will happen);
 `Op.extra["jvp_reads"]`: which inputs' tangents the JVP rule reads (forward
 mode skips the others).
-Batching uses the generic loop (`symgraph.batching.LOOP_FALLBACK_OPS`).
+Batching uses the generic loop (`batch=LOOP`: the user's rules are not batched).
 """
 
 from __future__ import annotations
 
+from .batch import LOOP
 from .core import Op, register
 
 
@@ -48,8 +49,8 @@ def _rule_jvp(tangents, node):
 
 register(Op("custom_vjp_call", None, "opaque", _last_shape, _last_dtype, _last_impl, _rule_vjp, _rule_jvp,
             doc="value of the last input (a custom_vjp function's output leaf); VJP from the user's bwd rule",
-            identity_of=-1, cheap=False, extra={"jvp_reads": lambda n: (len(n.inputs) - 1,)}))
+            identity_of=-1, cheap=False, batch=LOOP, extra={"jvp_reads": lambda n: (len(n.inputs) - 1,)}))
 
 register(Op("custom_jvp_call", None, "opaque", _last_shape, _last_dtype, _last_impl, _rule_vjp, _rule_jvp,
             doc="value of the last input (a custom_jvp function's output leaf); JVP from the user's rule",
-            identity_of=-1, cheap=False, extra={"jvp_reads": lambda n: tuple(range(len(n.inputs) - 1))}))
+            identity_of=-1, cheap=False, batch=LOOP, extra={"jvp_reads": lambda n: tuple(range(len(n.inputs) - 1))}))

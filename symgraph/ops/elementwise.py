@@ -21,6 +21,7 @@ import numpy as np
 from .. import lax as L
 from ..errors import DTypeError, ShapeError
 from ..ir import ConstValue
+from .batch import LOOP
 from .core import DIVISION, MathFn, Op, bool_dtype, float_only, register, same_dtype, same_shape
 
 # ----- sources -----
@@ -376,7 +377,7 @@ def _rand_impl(key, *, shape, salt, dtype):
 
 register(Op("random_uniform", 1, "elementwise", _rand_shape, _rand_dtype, _rand_impl, differentiable=False,
             doc="counter-based uniform [0,1) bits from an integer key (attrs shape, salt, dtype); "
-                "regenerated, never stored", random=True))
+                "regenerated, never stored", random=True, batch=LOOP))
 
 # ----- muladd: a*b + c with two roundings (made by simplify's polynomial stage) -----
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import lax as L
 from ..errors import ShapeError, UnsupportedOpError
+from .batch import move_to0, rebind
 from .core import Op, register, same_dtype
 
 
@@ -52,8 +53,32 @@ def _matmul_flops(node) -> int:
     return matmul_flops(node.inputs[0].shape, node.inputs[1].shape)
 
 
+def _matmul_batch(node, bargs, size):
+    a, b = node.inputs
+    ba, bb = bargs
+    if ba is not None and bb is not None:
+        return L.bind("matmul", ba, bb)
+    if ba is not None:
+        # (B, ..., m, k) -> (..., B*m, k) @ (..., k, n): one product, no copies of b
+        nb = a.ndim - 2
+        m, k = a.shape[-2:]
+        t = L.transpose(ba, tuple(range(1, nb + 1)) + (0, nb + 1, nb + 2))
+        t = L.reshape(t, a.shape[:-2] + (size * m, k))
+        out = L.bind("matmul", t, b)                     # (..., B*m, n)
+        out = L.reshape(out, a.shape[:-2] + (size, m, b.shape[-1]))
+        return move_to0(out, nb)
+    # b batched: (B, ..., k, n) -> (..., k, B*n)
+    nb = b.ndim - 2
+    k, n = b.shape[-2:]
+    t = L.transpose(bb, tuple(range(1, nb + 1)) + (nb + 1, 0, nb + 2))
+    t = L.reshape(t, b.shape[:-2] + (k, size * n))
+    out = L.bind("matmul", a, t)                         # (..., m, B*n)
+    out = L.reshape(out, a.shape[:-2] + (a.shape[-2], size, n))
+    return move_to0(out, nb + 1)
+
+
 register(Op("matmul", 2, "contraction", _matmul_shape, same_dtype, np.matmul, _matmul_vjp, _matmul_jvp,
-            doc="batched matrix product (..., m, k) @ (..., k, n)", flops=_matmul_flops))
+            doc="batched matrix product (..., m, k) @ (..., k, n)", flops=_matmul_flops, batch=_matmul_batch))
 
 
 def parse_einsum(spec: str, nops: int) -> tuple[list[str], str]:
@@ -140,5 +165,19 @@ def _einsum_flops(node) -> int:
     return 2 * int(np.prod(list(dims.values()), dtype=np.int64)) if dims else 2
 
 
+def _einsum_batch(node, bargs, size):
+    # the batch axis becomes a fresh index letter of every batched operand and of the output
+    spec = node.attr("spec")
+    terms, out = parse_einsum(spec, len(node.inputs))
+    used = set(spec)
+    z = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in used)
+    ins, new_terms = [], []
+    for x, bx, t in zip(node.inputs, bargs, terms):
+        ins.append(x if bx is None else bx)
+        new_terms.append(t if bx is None else z + t)
+    return rebind(node, ins, spec=",".join(new_terms) + "->" + z + out)
+
+
 register(Op("einsum", None, "contraction", _einsum_shape, same_dtype, _einsum_impl, _einsum_vjp, _einsum_jvp,
-            doc="Einstein summation with an explicit spec (attr spec); multilinear", flops=_einsum_flops))
+            doc="Einstein summation with an explicit spec (attr spec); multilinear", flops=_einsum_flops,
+            batch=_einsum_batch))

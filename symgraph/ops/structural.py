@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import lax as L
 from ..errors import DTypeError, ShapeError
+from .batch import arg, flat_index, move_to0, rebind
 from .core import Op, broadcast_shapes, register, same_dtype
 
 # ----- reductions -----
@@ -46,8 +47,12 @@ def _sum_dtype(d, *, axes):
     return np.dtype(np.int64) if d.kind == "b" else d
 
 
+def _reduce_batch(node, bargs, size):
+    return rebind(node, [bargs[0]], axes=tuple(a + 1 for a in node.attr("axes")))
+
+
 register(Op("sum", 1, "reduction", _reduce_shape, _sum_dtype, lambda x, axes: np.sum(x, axis=axes, dtype=x.dtype if x.dtype.kind != "b" else np.int64),
-            _sum_vjp, _sum_jvp, linear=True, doc="sum over axes"))
+            _sum_vjp, _sum_jvp, linear=True, doc="sum over axes", batch=_reduce_batch))
 
 
 def _extreme_mask(node):
@@ -76,6 +81,7 @@ for _name, _fn in [("max", np.max), ("min", np.min)]:
     register(Op(_name, 1, "reduction", _reduce_shape, same_dtype,
                 (lambda fn: lambda x, axes: fn(x, axis=axes))(_fn), _extreme_vjp, _extreme_jvp,
                 doc=f"{_name} over axes; at ties the derivative is shared equally", magnitude="input",
+                batch=_reduce_batch,
                 copies_input=True))
 
 
@@ -138,7 +144,8 @@ def _prod_jvp(t, node):
 
 
 register(Op("prod", 1, "reduction", _reduce_shape, same_dtype, lambda x, axes: np.prod(x, axis=axes),
-            _prod_vjp, _prod_jvp, doc="product over axes; derivative exact with zeros, to every order"))
+            _prod_vjp, _prod_jvp, doc="product over axes; derivative exact with zeros, to every order",
+            batch=_reduce_batch))
 
 
 def _argmax_shape(s, *, axis):
@@ -149,7 +156,8 @@ def _argmax_shape(s, *, axis):
 
 register(Op("argmax", 1, "reduction", _argmax_shape, lambda d, axis: np.dtype(np.int64),
             lambda x, axis: np.argmax(x, axis=axis).astype(np.int64), differentiable=False,
-            doc="index of the first maximum along axis"))
+            doc="index of the first maximum along axis",
+            batch=lambda node, bargs, size: rebind(node, [bargs[0]], axis=node.attr("axis") + 1)))
 
 # ----- layout -----
 
@@ -171,9 +179,17 @@ def _linear_jvp(rebuild):
     return jvp
 
 
+def _reshape_batch(node, bargs, size):
+    return rebind(node, [bargs[0]], shape=(size,) + tuple(node.attr("shape")))
+
+
+def _shift_axes_batch(node, bargs, size):
+    return rebind(node, [bargs[0]], axes=tuple(a + 1 for a in node.attr("axes")))
+
+
 register(Op("reshape", 1, "layout", _reshape_shape, same_dtype, lambda x, shape: np.reshape(x, shape),
             _reshape_back, _linear_jvp(lambda t, n: L.reshape(t, n.shape)), linear=True, doc="new shape, same size",
-            view="reshape", magnitude="input", neg_zero=(0,)))
+            view="reshape", magnitude="input", neg_zero=(0,), batch=_reshape_batch))
 
 
 def _expand_dims_shape(s, *, axes):
@@ -194,10 +210,12 @@ def _squeeze_shape(s, *, axes):
 
 register(Op("expand_dims", 1, "layout", _expand_dims_shape, same_dtype, lambda x, axes: np.expand_dims(x, axes),
             _reshape_back, _linear_jvp(lambda t, n: L.bind("expand_dims", t, axes=n.attr("axes"))), linear=True,
-            doc="insert size-1 axes (a reshape)", view="reshape", magnitude="input", neg_zero=(0,)))
+            doc="insert size-1 axes (a reshape)", view="reshape", magnitude="input", neg_zero=(0,),
+            batch=_shift_axes_batch))
 register(Op("squeeze", 1, "layout", _squeeze_shape, same_dtype, lambda x, axes: np.squeeze(x, axes),
             _reshape_back, _linear_jvp(lambda t, n: L.bind("squeeze", t, axes=n.attr("axes"))), linear=True,
-            doc="drop size-1 axes (a reshape)", view="reshape", magnitude="input", neg_zero=(0,)))
+            doc="drop size-1 axes (a reshape)", view="reshape", magnitude="input", neg_zero=(0,),
+            batch=_shift_axes_batch))
 
 
 def _transpose_shape(s, *, perm):
@@ -213,7 +231,8 @@ def _transpose_vjp(ct, node):
 
 register(Op("transpose", 1, "layout", _transpose_shape, same_dtype, lambda x, perm: np.transpose(x, perm),
             _transpose_vjp, _linear_jvp(lambda t, n: L.transpose(t, n.attr("perm"))), linear=True,
-            doc="permute axes", view="transpose", magnitude="input", neg_zero=(0,)))
+            doc="permute axes", view="transpose", magnitude="input", neg_zero=(0,),
+            batch=lambda node, bargs, size: rebind(node, [bargs[0]], perm=(0,) + tuple(p + 1 for p in node.attr("perm")))))
 
 
 def _broadcast_shape(s, *, shape):
@@ -226,11 +245,20 @@ def _broadcast_vjp(ct, node):
     return (L.unbroadcast(ct, node.inputs[0].shape),)
 
 
+def _broadcast_batch(node, bargs, size):
+    x = bargs[0]
+    shape = tuple(node.attr("shape"))
+    k = len(shape) - (x.ndim - 1)
+    if k:
+        x = L.reshape(x, (size,) + (1,) * k + x.shape[1:])
+    return L.broadcast_to(x, (size,) + shape)
+
+
 register(Op("broadcast_to", 1, "layout", _broadcast_shape, same_dtype,
             lambda x, shape: np.broadcast_to(x, shape), _broadcast_vjp,
             _linear_jvp(lambda t, n: L.broadcast_to(t, n.shape)), linear=True,
             doc="numpy broadcasting made explicit; VJP sums over the broadcast axes",
-            view="broadcast", magnitude="input", neg_zero=(0,)))
+            view="broadcast", magnitude="input", neg_zero=(0,), batch=_broadcast_batch))
 
 
 def _slice_shape(s, *, starts, stops, steps):
@@ -273,9 +301,15 @@ def _slice_jvp(t, node):
     return L.bind("slice", t[0], **{k: node.attr(k) for k in ("starts", "stops", "steps")})
 
 
+def _slice_batch(node, bargs, size):
+    p = node.params
+    return rebind(node, [bargs[0]], starts=(0,) + tuple(p["starts"]), stops=(size,) + tuple(p["stops"]),
+                  steps=(1,) + tuple(p["steps"]))
+
+
 register(Op("slice", 1, "layout", _slice_shape, same_dtype, _slice_impl, _slice_vjp, _slice_jvp, linear=True,
             doc="basic slicing x[a:b:c, ...] with normalized starts/stops/steps (stops may be -1 - n for negative steps)",
-            view="slice", magnitude="input", neg_zero=(0,)))
+            view="slice", magnitude="input", neg_zero=(0,), batch=_slice_batch))
 
 
 def _unslice_shape(s, *, shape, starts, stops, steps):
@@ -301,8 +335,15 @@ def _unslice_jvp(t, node):
     return L.bind("unslice", t[0], **node.params)
 
 
+def _unslice_batch(node, bargs, size):
+    p = node.params
+    return rebind(node, [bargs[0]], shape=(size,) + tuple(p["shape"]), starts=(0,) + tuple(p["starts"]),
+                  stops=(size,) + tuple(p["stops"]), steps=(1,) + tuple(p["steps"]))
+
+
 register(Op("unslice", 1, "layout", _unslice_shape, same_dtype, _unslice_impl, _unslice_vjp, _unslice_jvp, linear=True,
-            doc="zeros of attr shape with the operand placed at a slice (the transpose of slice)", magnitude="input"))
+            doc="zeros of attr shape with the operand placed at a slice (the transpose of slice)", magnitude="input",
+            batch=_unslice_batch))
 
 # ----- gather / scatter_add (integer-array indexing along one axis) -----
 
@@ -344,9 +385,28 @@ def _gather_jvp(t, node):
     return None if t[0] is None else L.bind("gather", t[0], i, axis=node.attr("axis"))
 
 
+def _gather_batch(node, bargs, size):
+    x, i = node.inputs
+    axis = node.attr("axis")
+    if bargs[1] is None:
+        return rebind(node, [bargs[0], i], axis=axis + 1)
+    # batched indices: move (batch, axis) to the front, flatten them, offset the indices per batch element
+    xb = arg(node, bargs, 0, size)                       # (B, pre..., n, rest...)
+    n = x.shape[axis]
+    xt = move_to0(move_to0(xb, axis + 1), 1)             # (B, n, pre..., rest...)
+    rest = xt.shape[2:]
+    xf = L.reshape(xt, (size * n,) + rest)
+    g = L.bind("gather", xf, flat_index(bargs[1], n, size), axis=0)   # (B, ishape..., pre..., rest...)
+    ni, npre = i.ndim, axis
+    # to (B, pre..., ishape..., rest...)
+    perm = (0,) + tuple(range(1 + ni, 1 + ni + npre)) + tuple(range(1, 1 + ni)) + tuple(range(1 + ni + npre, g.ndim))
+    return L.transpose(g, perm)
+
+
 register(Op("gather", 2, "layout", _gather_shape, _gather_dtype, _gather_impl, _gather_vjp, _gather_jvp,
             doc="take(x, idx, axis): integer-array indexing along one axis; negative indices wrap once, "
-                "out-of-range indices clamp", magnitude="input", neg_zero=(0,), copies_input=True))
+                "out-of-range indices clamp", magnitude="input", neg_zero=(0,), copies_input=True,
+            batch=_gather_batch))
 
 
 def _scatter_shape(u, i, *, shape, axis):
@@ -381,8 +441,26 @@ def _scatter_jvp(t, node):
     return None if t[0] is None else L.bind("scatter_add", t[0], i, **node.params)
 
 
+def _scatter_batch(node, bargs, size):
+    u, i = node.inputs
+    axis = node.attr("axis")
+    shape = tuple(node.attr("shape"))
+    if bargs[1] is None:
+        return rebind(node, [bargs[0], i], shape=(size,) + shape, axis=axis + 1)
+    ub = arg(node, bargs, 0, size)                       # (B, pre..., ishape..., rest...)
+    n, ni, npre = shape[axis], i.ndim, axis
+    # to (B, ishape..., pre..., rest...), the layout of a gather along axis 0
+    perm = (0,) + tuple(range(1 + npre, 1 + npre + ni)) + tuple(range(1, 1 + npre)) + tuple(range(1 + npre + ni, ub.ndim))
+    ut = L.transpose(ub, perm)
+    rest = shape[:axis] + shape[axis + 1:]
+    out = L.bind("scatter_add", ut, flat_index(bargs[1], n, size), shape=(size * n,) + rest, axis=0)
+    out = L.reshape(out, (size, n) + rest)               # (B, n, pre..., rest...)
+    return L.transpose(out, (0,) + tuple(range(2, 2 + npre)) + (1,) + tuple(range(2 + npre, out.ndim)))
+
+
 register(Op("scatter_add", 2, "layout", _scatter_shape, _scatter_dtype, _scatter_impl, _scatter_vjp, _scatter_jvp,
-            doc="zeros of attr shape, with updates added at integer indices along axis (repeats accumulate)"))
+            doc="zeros of attr shape, with updates added at integer indices along axis (repeats accumulate)",
+            batch=_scatter_batch))
 
 # ----- concatenate -----
 
@@ -420,4 +498,6 @@ def _concat_jvp(t, node):
 
 register(Op("concatenate", None, "layout", _concat_shape, same_dtype,
             lambda *xs, axis: np.concatenate(xs, axis=axis), _concat_vjp, _concat_jvp, linear=True,
-            doc="join operands along axis"))
+            doc="join operands along axis",
+            batch=lambda node, bargs, size: rebind(node, [arg(node, bargs, i, size) for i in range(len(node.inputs))],
+                                                   axis=node.attr("axis") + 1)))
