@@ -16,6 +16,7 @@ from ...ir import Node
 from ...ops import OPS
 from .context import _Run, _splat_like
 
+
 class _DryRun:
     """Emission factory that only counts distinct operations (for the cost test)."""
 
