@@ -125,6 +125,8 @@ class Op:
         commutative: the first two inputs commute bitwise: op(a, b, ...) ==
             op(b, a, ...) (add, mul, eq, ne, logical and/or; a*b of muladd).
         associative: op(op(a, b), c) == op(a, op(b, c)) in exact arithmetic.
+        ring: a polynomial operation (add, sub, neg, mul, muladd): polynomials
+            in its inputs are closed under it (simplify's polynomial stage).
         magnitude: one of MAGNITUDES (a bound simplification may use), or None.
         neg_zero: when the op can give -0.0: "never", or a tuple of input
             indices (-0.0 only where all of those inputs may be -0.0), or None
@@ -162,6 +164,7 @@ class Op:
     copies_input: bool | None = None
     commutative: bool = False
     associative: bool = False
+    ring: bool = False
     magnitude: str | None = None
     neg_zero: str | tuple[int, ...] | None = None
     selects: bool = False

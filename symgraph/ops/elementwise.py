@@ -130,7 +130,7 @@ def _neg_jvp(t, node):
 
 
 register(Op("neg", 1, "elementwise", same_shape, same_dtype, np.negative, _neg_vjp, _neg_jvp, linear=True, doc="-x",
-            magnitude="input"))
+            magnitude="input", ring=True))
 
 
 def _identity_vjp(ct, node):
@@ -254,11 +254,11 @@ def _pow_impl(x, y):
 
 # -0.0 laws: a + b is -0 only if both are -0; a - b only if a is -0.
 register(Op("add", 2, "elementwise", same_shape, same_dtype, np.add, _add_vjp, _add_jvp, linear=True, doc="x + y",
-            commutative=True, associative=True, neg_zero=(0, 1)))
+            commutative=True, associative=True, neg_zero=(0, 1), ring=True))
 register(Op("sub", 2, "elementwise", same_shape, same_dtype, np.subtract, _sub_vjp, _sub_jvp, linear=True, doc="x - y",
-            neg_zero=(0,)))
+            neg_zero=(0,), ring=True))
 register(Op("mul", 2, "elementwise", same_shape, same_dtype, np.multiply, _mul_vjp, _mul_jvp, doc="x * y",
-            commutative=True, associative=True))
+            commutative=True, associative=True, ring=True))
 register(Op("div", 2, "elementwise", same_shape, float_only, np.true_divide, _div_vjp, _div_jvp, doc="x / y",
             cost=DIVISION))
 register(Op("pow", 2, "elementwise", same_shape, same_dtype, _pow_impl, _pow_vjp, _pow_jvp,
@@ -402,7 +402,7 @@ def _muladd_jvp(t, node):
 
 register(Op("muladd", 3, "elementwise", same_shape, float_only, _muladd_impl, _muladd_vjp, _muladd_jvp,
             doc="a*b + c rounded twice (equal to mul then add, not a fused multiply-add); "
-                "the Horner steps of simplify's polynomial stage", neg_zero=(2,), commutative=True))
+                "the Horner steps of simplify's polynomial stage", neg_zero=(2,), commutative=True, ring=True))
 
 # ----- fmod: C's fmod, the exact remainder of truncated division (the base of floor_divide/remainder) -----
 

@@ -48,7 +48,8 @@ def rematerialize(a: _Analysis, plan: Plan) -> Graph:
     def rule(v: Node, c: int | None) -> tuple[str, Any]:
         if cls.get(v) != "F":
             return ("node", v)
-        if v.op.name in ("copy", "stop_gradient") and v.tag is None or (
+        # elementwise identities (copy, stop_gradient) alias their input; a fresh-tagged copy too
+        if v.op.identity_of == 0 and v.op.kind == "elementwise" and not v.op.marker and v.tag is None or (
                 v.op.name == "copy" and isinstance(v.tag, tuple) and v.tag[:1] == ("fresh",)):
             return ("alias", (v.inputs[0], c))
         if c is None:

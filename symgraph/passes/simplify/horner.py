@@ -32,7 +32,7 @@ class _DryRun:
 
     def op(self, name: str, a: Any, b: Any = None, c: Any = None) -> Any:
         # a and b commute: one key for both orders
-        k = (name, frozenset((a, b)), None, c) if name in ("add", "mul", "muladd") else (name, a, b, c)
+        k = (name, frozenset((a, b)), None, c) if OPS[name].commutative else (name, a, b, c)
         if k not in self.keys:
             self.keys[k] = len(self.keys)
             if not all(x is None or x[0] == "const" for x in (a, b, c)):

@@ -82,7 +82,7 @@ def _poly_role(x: Node) -> int:
     if x.tag is not None or x.dtype.kind != "f":
         return 0
     name = x.op.name
-    if name in ("add", "sub", "mul", "neg", "muladd"):
+    if x.op.ring:
         return 1
     if name == "div":
         s = _splat(x.inputs[1])

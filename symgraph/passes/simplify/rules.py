@@ -123,7 +123,7 @@ def fold_splats(node: Node, ins: tuple) -> Node | None:
         with np.errstate(all="ignore"):
             v = np.asarray(op.impl(*vals, **node.params), dtype=node.dtype)
         return _constant(v, node.dtype, node.shape)
-    if name in ("matmul", "einsum"):
+    if op.kind == "contraction":
         if _run().options.assume_finite and any(_is_zero(x) for x in ins):
             # matmul(0, y) -> 0  (only without inf/NaN: 0 * inf = NaN)
             return _constant(np.zeros((), node.dtype), node.dtype, node.shape)
@@ -606,7 +606,7 @@ def _rules_for(node: Node, ins: tuple) -> tuple:
         x = ins[0].op
         if x is _CONST or x is _BCAST:
             return r[0]
-        contraction = op.name in ("matmul", "einsum")
+        contraction = op.kind == "contraction"
         for x in ins:
             if x.op is _BCAST or (contraction and x.op is _CONST):
                 return r[0]
