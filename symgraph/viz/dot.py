@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import SymgraphError
-from .ir import Graph, Node, install_graph_methods, meta
+from ..errors import SymgraphError
+from ..ir import Graph, Node, meta
 
 __all__ = [
     "dump",
@@ -932,5 +932,3 @@ def to_networkx(graph: Graph) -> Any:
             g.add_edge(ids[x], ids[n], position=pos)
     return g
 
-
-install_graph_methods(dump=dump, to_dot=to_dot, render=render, to_networkx=to_networkx)  # g.dump(), ...
