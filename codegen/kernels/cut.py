@@ -1,7 +1,7 @@
-"""Cutting loop bodies to the kernel cost cap (`fuse._Partitioner.split`).
+"""Cutting loop bodies to the kernel cost cap (`partition._Partitioner.split`).
 
 LLVM's time grows faster than linearly with the size of a function, so a loop
-task whose body costs more than its cap (`fuse.kernel_cost_cap`) has fused
+task whose body costs more than its cap (`partition.kernel_cost_cap`) has fused
 values materialized until every cone fits. A cone is kept as a bit set over
 the positions of the task's Exprs, in blocks of `_CONE_BITS` bits: a chain's
 cones are runs of nearby positions, so copying and merging one costs a few
@@ -16,7 +16,9 @@ import numpy as np
 
 from symgraph.ir import Node
 
-from .fuse import Aff, Expr, Task, expr_weight
+from .affine import Aff
+from .expr import Expr, expr_weight
+from .tasks import Task
 
 __all__ = ["cut_task"]
 
@@ -25,7 +27,7 @@ _CONE_MASK = (1 << _CONE_BITS) - 1
 
 
 def cut_task(b: Any, t: Task, M: set, cut: set, extra: set, cap: int) -> None:
-    """Cut the fused values of loop task t (built by `fuse._Builder` b) so that every cone costs at most cap.
+    """Cut the fused values of loop task t (built by `body.BodyBuilder` b) so that every cone costs at most cap.
 
     The Exprs are visited inputs first with the set of ops each one needs (its cone, cut at loads
     and at values already in `cut`); when a cone would cost more than the cap (a quarter of it

@@ -1,0 +1,136 @@
+"""The loop-body IR: `Expr`, one scalar value computed per loop iteration, hash-consed per thread.
+
+An Expr is a load at an affine offset (`codegen.kernels.affine.Aff`), a constant, a loop
+variable, an index computation or an op application on other Exprs. Exprs are interned in
+a per-thread table (a session) while a program is partitioned and lowered, so work shared
+between fused values (tanh(x) read by the value and by the gradient) is one Expr, emitted
+once per iteration; `release_session` drops the table when the module is built.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Iterable
+
+import numpy as np
+
+from symgraph.passes.cost import weight as _cost_of_op
+
+__all__ = ["Expr", "release_session", "expr_weight", "walk_exprs"]
+
+_uids = itertools.count()
+
+
+class Expr:
+    """A scalar value computed once per loop iteration (hash-consed).
+
+    Attributes:
+        op: an op name of `symgraph.ops.OPS` (an elementwise op), or an
+            internal name: "var" (loop variable; attrs (axis, extent)),
+            "const" (attrs (ConstKey,)), "load" (args (Aff,), attrs (node,)),
+            "index" (an Aff as an int64 value), "_idiv", "_imod",
+            "_gather_index", "_unslice_cond", "_unslice_src", "_prod_cast".
+        args: input Exprs (or one Aff for load/index).
+        attrs: hashable extra data.
+        dtype: numpy dtype of the value.
+        rng: inclusive integer range (int64 index values only).
+    """
+
+    __slots__ = ("op", "args", "attrs", "dtype", "uid", "rng", "__weakref__")
+    _table: dict[tuple, "Expr"] = {}
+
+    def __init__(self, op: str, args: tuple, attrs: tuple, dtype: np.dtype, rng: tuple[int, int] | None):
+        self.op = op
+        self.args = args
+        self.attrs = attrs
+        self.dtype = dtype
+        self.uid = next(_uids)
+        self.rng = rng
+
+    @classmethod
+    def make(cls, op: str, args: tuple, attrs: tuple, dtype: Any, rng: tuple[int, int] | None = None) -> "Expr":
+        if not isinstance(dtype, np.dtype):
+            dtype = np.dtype(dtype)
+        key = (op, tuple([a.uid if isinstance(a, Expr) else a for a in args]), attrs, dtype.str)
+        table = _session.table
+        e = table.get(key)
+        if e is None:
+            e = table[key] = cls(op, args, attrs, dtype, rng)
+        return e
+
+    @classmethod
+    def var(cls, axis: int, extent: int) -> "Expr":
+        return cls.make("var", (), (axis, extent), np.int64, rng=(0, max(extent - 1, 0)))
+
+    @classmethod
+    def const(cls, value: Any, dtype: Any) -> "Expr":
+        a = np.asarray(value, dtype=dtype).reshape(())
+        return cls.make("const", (), (a.dtype.str, a.tobytes()), a.dtype)
+
+    @classmethod
+    def index(cls, a: Any) -> "Expr":
+        """The int64 value of affine form `a` (a `codegen.kernels.affine.Aff`): its atom when a is one atom."""
+        if len(a.terms) == 1 and a.const == 0 and a.terms[0][1] == 1:
+            return a.terms[0][0]
+        return cls.make("index", (a,), (), np.int64, rng=a.range())
+
+    def const_value(self) -> Any:
+        dt, raw = self.attrs
+        return np.frombuffer(raw, dtype=np.dtype(dt))[0]
+
+    def short(self) -> str:
+        if self.op == "var":
+            return f"v{self.attrs[0]}"
+        return f"{self.op}#{self.uid}"
+
+    def __repr__(self) -> str:
+        return f"Expr({self.op}#{self.uid}, {self.dtype})"
+
+
+class _Session(threading.local):
+    def __init__(self) -> None:
+        self.table: dict = {}
+
+
+_session = _Session()
+
+
+def release_session() -> None:
+    """Drop this thread's table of interned Exprs (after a module is built)."""
+    _session.table = {}
+
+
+def expr_weight(e: "Expr") -> int:
+    """Estimated code size of one Expr: 0 for loads, constants and loop variables, else the op's cost weight."""
+    if e.op in ("load", "const", "var", "index"):
+        return 0
+    return _cost_of_op(e.op)
+
+
+def walk_exprs(roots: Iterable[Expr]) -> list[Expr]:
+    """All Exprs reachable from roots (including the atoms of affine arguments), inputs first.
+
+    An argument is an Expr or an affine form (`Aff`, the one argument of "load" and "index").
+    """
+    seen: set[Expr] = set()
+    out: list[Expr] = []
+    stack: list[tuple[Expr, bool]] = [(r, False) for r in roots]
+    while stack:
+        e, done = stack.pop()
+        if done:
+            out.append(e)
+            continue
+        if e in seen:
+            continue
+        seen.add(e)
+        stack.append((e, True))
+        for a in e.args:
+            if isinstance(a, Expr):
+                if a not in seen:
+                    stack.append((a, False))
+            else:
+                for at in a.atoms():
+                    if at not in seen:
+                        stack.append((at, False))
+    return out
