@@ -7,6 +7,11 @@ of the same program are identical between runs and can be diffed.
 `dump_stage` writes both for every pipeline stage when `SYMGRAPH_DUMP=DIR` is
 set in the environment.
 
+The modules, one job each: `labels` (numbering and labels), `text` (`dump`),
+`dot` (`to_dot`), `style` (colours per role, DOT quoting, the legend),
+`kernels` (kernel clusters), `summarize` (large graphs), `render` (Graphviz),
+`stages` (`SYMGRAPH_DUMP`), `export` (networkx).
+
 Importing this package installs `Graph.dump`, `Graph.to_dot`, `Graph.render`
 and `Graph.to_networkx`.
 """
@@ -14,21 +19,14 @@ and `Graph.to_networkx`.
 from __future__ import annotations
 
 from ..ir import install_graph_methods
-from .dot import (
-    COLLAPSE_THRESHOLD,
-    ROLE_STYLES,
-    dump,
-    dump_stage,
-    format_attrs,
-    node_ids,
-    node_label,
-    render,
-    render_bytes,
-    role_counts,
-    run_dot,
-    to_dot,
-    to_networkx,
-)
+from .dot import to_dot
+from .export import to_networkx
+from .labels import format_attrs, node_ids, node_label, role_counts
+from .render import render, render_bytes, run_dot  # noqa: F401  (render_bytes, run_dot: public, not in __all__)
+from .stages import dump_stage
+from .style import ROLE_STYLES
+from .summarize import COLLAPSE_THRESHOLD
+from .text import dump
 
 __all__ = [
     "dump",
