@@ -4,10 +4,17 @@ Imported lazily by `symgraph.compile(..., backend="llvm")`; `import symgraph`
 never imports this package or llvmlite.
 
 Pipeline of `compile_graph`: partition the scheduled graph into kernels
-(`fuse`), assign buffers and plan the arena (`program`), emit LLVM IR
-(`lower`, `program`), optimize and JIT-compile for the host CPU (`jit`), and
-wrap the entry point in a checked, low-overhead caller (`cpu.executable`). The
-"llvm" entry of symgraph's backend registry is `cpu.backend.LLVMBackend`.
+(`kernels.partition`), assign buffers and plan the arena (`kernels.buffers`),
+emit LLVM IR (`llvm.module`), optimize and JIT-compile for the host CPU (`jit`),
+and wrap the entry point in a checked, low-overhead caller (`cpu.executable`).
+The "llvm" entry of symgraph's backend registry is `cpu.backend.LLVMBackend`.
+
+Packages, one concern each: `kernels` (the backend-neutral kernel IR: loop-body
+Exprs, affine indices, the partitioner, the task kinds), `llvm` (lowering to LLVM
+IR: emitters, reductions, loops, products, the module, vector math) and `cpu`
+(the runtime: calling convention, BLAS, thread pool, executable). `fuse`,
+`lower`, `program` and `vmath` are compatibility modules re-exporting the
+names they used to define.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
 
     Programs whose loops all have at most `LIGHT_PIPELINE_MAX_ELEMENTS` elements
     (scalar code) get the light LLVM pipeline, the others O3 with vectorization
-    (`stats["pipeline"]`). Equal loop kernels share one native function (`program.build_module`);
+    (`stats["pipeline"]`). Equal loop kernels share one native function (`llvm.module.build_module`);
     the compiler's Python and LLVM structures are freed before this returns
     and the C heap is trimmed (`jit.release_memory`).
 
@@ -57,9 +64,14 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     from symgraph.ir import collector_paused
     from symgraph.passes.schedule import schedule
 
-    from . import fuse, jit, program
+    from . import jit
     from .cpu import Executable, blas_library, call_abi
-    from .lower import vmath_module
+    from .kernels.buffers import plan_buffers
+    from .kernels.expr import release_session
+    from .kernels.partition import partition
+    from .kernels.tasks import KernelKind
+    from .llvm.context import vmath_module
+    from .llvm.module import build_module, module_text
 
     t0 = time.perf_counter()
     if order is None:
@@ -71,15 +83,15 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     abi = call_abi()
     # As in `simplify`: fusion and IR emission allocate millions of small objects (`collector_paused`).
     with collector_paused():
-        prog = fuse.partition(graph, order, donate=donate, blas=blas is not None)
+        prog = partition(graph, order, donate=donate, blas=blas is not None)
         t_fuse = time.perf_counter() - t0
         _dump("fused", graph, kernels=[k.nodes for k in prog.kernels])
-        bp = program.plan_buffers(prog)
-        mod, info = program.build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile)
-        text = program.module_text(mod, info["prefer_512"])
+        bp = plan_buffers(prog)
+        mod, info = build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile)
+        text = module_text(mod, info["prefer_512"])
         del mod  # free the llvmlite objects before LLVM parses the text
-        fuse.release_session()  # the loop-body IR is not needed any more
-    light = all(k.size <= LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind == "loop")
+        release_session()  # the loop-body IR is not needed any more
+    light = all(k.size <= LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind is KernelKind.LOOP)
     if light:
         text = jit.LIGHT_PIPELINE_MARK + text
     t_ir = time.perf_counter() - t0 - t_fuse

@@ -113,6 +113,19 @@ def test_every_elementwise_and_reduction_op_has_an_emitter():
     assert not missing, f"ops without an LLVM emitter: {missing}"
 
 
+def test_every_task_kind_has_a_lowering():
+    """Each task kind lowers: a loop kind by its per-element step, every kernel kind by its call at the entry."""
+    from codegen.kernels.tasks import KernelKind, TaskKind
+    from codegen.llvm.loops import ELEMENT_STEPS
+    from codegen.llvm.module import KERNEL_CALLS
+
+    assert set(KERNEL_CALLS) == set(KernelKind), f"kernel kinds without a call: {set(KernelKind) - set(KERNEL_CALLS)}"
+    missing = [k for k in TaskKind if k.loop and k not in ELEMENT_STEPS]
+    assert not missing, f"loop task kinds without an element step (codegen.llvm.loops.ELEMENT_STEPS): {missing}"
+    assert all(k.kernel in KERNEL_CALLS for k in TaskKind)
+    assert set(ELEMENT_STEPS) <= {k for k in TaskKind if k.loop}
+
+
 # ----- elementwise -----
 
 UNARY = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid", "erf",
@@ -668,7 +681,7 @@ def test_more_layout_reduction_and_integer_paths():
 
 
 def test_fallback_without_vmath(monkeypatch):
-    import codegen.lower as lw
+    import codegen.llvm.context as lw
 
     monkeypatch.setattr(lw, "_vmath", None)
     x = special_values(257, F64, lo=-5, hi=5)

@@ -20,7 +20,7 @@ import symgraph.numpy as snp
 
 codegen = pytest.importorskip("codegen")
 from codegen import jit  # noqa: E402
-from codegen import program as P  # noqa: E402
+from codegen.llvm import module as P  # noqa: E402
 
 
 def _chain_grad(L: int = 12, width: int = 16, batch: int = 64, dtype=np.float32):

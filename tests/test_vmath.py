@@ -19,7 +19,7 @@ llvm = pytest.importorskip("llvmlite.binding")
 from llvmlite import ir
 
 import symgraph as sg
-from codegen import vmath
+from codegen.llvm import vmath
 from symgraph.ops import OPS
 
 # ----- kernel harness -----

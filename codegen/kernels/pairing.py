@@ -229,7 +229,7 @@ def pair_gemms(kernels: list[Kernel], donated_nodes: set) -> list[Kernel]:
     (``W`` copied into the output) moves in front of the pair on the same
     conditions. Donated outputs are never moved. The pair becomes one kernel with
     ``concurrent=True`` (one step of the buffer plan: nothing one product reads
-    shares memory with what the other writes); `codegen.program.build_module` runs
+    shares memory with what the other writes); `codegen.llvm.module.build_module` runs
     its products on the thread pool, or one after the other without a pool.
     `donated_nodes` are the outputs written into donated inputs.
     """

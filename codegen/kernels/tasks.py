@@ -4,7 +4,10 @@ A `Task` computes one materialized node (or a piece of it); a `Kernel` is tasks 
 one loop nest (or one library call); a `Program` is a partitioned graph, kernels in
 execution order. What each kind of task does, and the facts the partitioner and the
 backends ask about it, are declared once, in `TaskKind` and `KernelKind` (string enums: a
-kind compares equal to its name).
+kind compares equal to its name). A backend keeps one table from kind to lowering (the LLVM
+backend: `codegen.llvm.loops.ELEMENT_STEPS` for the tasks of loop kernels,
+`codegen.llvm.module.KERNEL_CALLS` for kernels); tests/test_codegen.py fails when a kind has
+none.
 """
 
 from __future__ import annotations

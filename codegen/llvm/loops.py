@@ -1,0 +1,403 @@
+"""Loop kernels: the loop plan (order, merged axes, lanes) and the emitter of one kernel function.
+
+A loop kernel is emitted as `void kern(ptr noalias bufs..., i64 lo, i64 hi, ptr partial)`:
+its buffers as pointer arguments (every one `noalias`: distinct buffers never overlap; a
+donated input and the output written into it are one parameter), the range [lo, hi) of its
+outer loop, and the slots of its partial results when it is split into chunks. Addressing
+is by GEP only (no ptrtoint/inttoptr). Each task kind lowers by one per-element step of the
+loop body, in `ELEMENT_STEPS` (the reductions' steps are in `reduce.ReductionSteps`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+from llvmlite import ir
+
+from symgraph.errors import UnsupportedOpError
+
+from ..kernels.affine import Aff
+from ..kernels.expr import Expr
+from ..kernels.tasks import Kernel, Task, TaskKind, task_affs
+from .context import I8, I64, PTR, VOID, LoweringContext, for_range, is_float, mem_type
+from .emitters import EMITTERS
+from .reduce import REDUCERS, ReductionSteps, accumulation_lanes, sum_combine
+
+__all__ = ["LoopPlan", "KernelEmitter", "ELEMENT_STEPS", "lower_loop_kernel"]
+
+
+class LoopPlan:
+    """Loop order and axis merging of a loop kernel.
+
+    Attributes:
+        groups: loops from outer to inner; each a list of domain axes merged
+            into one loop (row-major within the group).
+        register: reductions accumulate in registers (reduced loops inner).
+        parallel: the outer loop is split across threads.
+        partials: full reduction split across threads (per-thread partial results).
+        row_partials: a memory-mode reduction over the outer axes that keeps
+            the innermost one (column sums such as a bias gradient,
+            ``sum(x, 0)``) split across threads over its outer (reduced)
+            loop: each thread accumulates its rows into its own vectors of
+            partial results (the `partial` argument: per reduction, the
+            inner trip count of 8-byte slots), which the caller combines.
+        lanes: 1, or `reduce.REDUCTION_LANES` when float sums or products accumulate
+            in registers along the innermost (reduced) loop: element j of
+            that loop is added to lane j mod lanes, each lane in order, and
+            the lanes are combined by a fixed pairwise tree (no `reassoc`:
+            the association is written in the IR, whatever LLVM vectorizes).
+        chunks: None, or the fixed ranges of the outer loop that a reduction
+            kernel always runs as, one call each, whatever the thread count
+            (`program._decide_chunks`); with `partials` or `row_partials`
+            each range has its own partial results, combined in range order.
+    """
+
+    def __init__(self, kernel: Kernel):
+        dom = kernel.domain
+        red = kernel.red_axes
+        dims = [i for i, d in enumerate(dom) if d > 1]
+        self.has_red = any(t.kind.reduces for t in kernel.tasks)
+        has_argmax = any(t.kind is TaskKind.ARGMAX for t in kernel.tasks)
+        self.register = self.has_red and (has_argmax or (bool(dims) and dims[-1] in red) or not dims)
+        if self.register:
+            order = [d for d in dims if d not in red] + [d for d in dims if d in red]
+        else:
+            order = dims
+        # float sums and products in registers accumulate in REDUCTION_LANES lanes (`KernelEmitter`)
+        self.lanes = accumulation_lanes(kernel, self.register, dims, red)
+        affs = [a for t in kernel.tasks for a in task_affs(t)]
+        var_of = {i: Expr.var(i, dom[i]) for i in dims}
+        groups: list[list[int]] = []
+        for ax in order:
+            if groups:
+                p = groups[-1][-1]
+                # Reduced axes merge only when the inner one fills whole lane rounds, so that an element's
+                # lane (its innermost index mod `lanes`) and each lane's order are those of the unmerged
+                # nest: the association of a sum does not depend on which other tasks share the kernel.
+                lanes_ok = ax not in red or dom[ax] % self.lanes == 0
+                if (p in red) == (ax in red) and lanes_ok and all(a.coeff(var_of[p]) == a.coeff(var_of[ax]) * dom[ax]
+                                                                 for a in affs):
+                    groups[-1].append(ax)
+                    continue
+            groups.append([ax])
+        self.groups = groups
+        self.extents = [int(np.prod([dom[a] for a in g], dtype=np.int64)) for g in groups]
+        self.n_kept = sum(1 for g in groups if g[0] not in red)
+        self.parallel = False
+        self.partials = False
+        self.row_partials = False
+        self.chunks: list[tuple[int, int]] | None = None
+
+
+
+class KernelEmitter(ReductionSteps):
+    """Emits one loop kernel as `void kern(ptr noalias bufs..., i64 lo, i64 hi, ptr partial)`."""
+
+    def __init__(self, cx: LoweringContext, kernel: Kernel, index: int, buffer_of: Callable[[Any], Any],
+                 plan: LoopPlan):
+        self.cx = cx
+        self.kernel = kernel
+        self.plan = plan
+        self.buffer_of = buffer_of
+        # distinct buffers touched: loads and stores
+        bufs: list = []
+        seen = set()
+        for t in kernel.tasks:
+            for e in t.loads:
+                k = buffer_of(e.attrs[0])
+                if k not in seen:
+                    seen.add(k)
+                    bufs.append(k)
+            k = buffer_of(t.node)
+            if k not in seen:
+                seen.add(k)
+                bufs.append(k)
+        self.buffers = bufs
+        fnty = ir.FunctionType(VOID, [PTR] * len(bufs) + [I64, I64, PTR])
+        self.fn = ir.Function(cx.module, fnty, f"kern_{index}")
+        self.fn.linkage = "internal"
+        self.fn.attributes.add("nounwind")
+        if cx.use_vmath and hasattr(cx.vmath, "apply_function_attributes"):
+            cx.vmath.apply_function_attributes(self.fn)  # prefer-vector-width=512 on AVX-512 hosts
+        for a in self.fn.args[:len(bufs)]:
+            a.add_attribute("noalias")
+        self.fn.args[-1].add_attribute("noalias")
+        self.ptr = {k: a for k, a in zip(bufs, self.fn.args)}
+        self.lo, self.hi, self.partial = self.fn.args[-3:]
+        self.loopvals: dict[int, ir.Value] = {}  # group index -> loop value
+        self.lane: ir.Value | None = None  # the lane of the element being emitted (`_lane_loops`)
+        self.var_group: dict[int, tuple[int, int]] = {}  # axis -> (group, multiplier within group)
+        dom = kernel.domain
+        for gi, g in enumerate(plan.groups):
+            mult = 1
+            for ax in reversed(g):
+                self.var_group[ax] = (gi, mult)
+                mult *= dom[ax]
+
+    # -- expressions --
+
+    def aff(self, a: Aff, memo: dict) -> ir.Value:
+        b = self.cx.builder
+        total: ir.Value | None = None
+        per_group: dict[int, int] = {}
+        dyn = []
+        for at, c in a.terms:
+            if at.op == "var" and at.attrs[0] in self.var_group:
+                gi, mult = self.var_group[at.attrs[0]]
+                # within a merged group the coefficients are proportional (checked by LoopPlan)
+                cg = c // mult
+                if gi in per_group and per_group[gi] != cg:
+                    raise AssertionError("inconsistent merged loop coefficients")
+                per_group[gi] = cg
+            else:
+                dyn.append((at, c))
+
+        def addterm(v: ir.Value) -> None:
+            nonlocal total
+            total = v if total is None else b.add(total, v, flags=("nsw",))
+
+        for gi, cg in sorted(per_group.items()):
+            v = self.loopvals[gi]
+            addterm(v if cg == 1 else b.mul(v, ir.Constant(I64, cg), flags=("nsw",)))
+        for at, c in dyn:
+            v = self.expr(at, memo)
+            addterm(v if c == 1 else b.mul(v, ir.Constant(I64, c), flags=("nsw",)))
+        if a.const or total is None:
+            addterm(ir.Constant(I64, a.const))
+        return total
+
+    def var_value(self, axis: int, memo: dict) -> ir.Value:
+        gi, mult = self.var_group[axis]
+        b = self.cx.builder
+        v = self.loopvals[gi]
+        if mult > 1:
+            v = b.udiv(v, ir.Constant(I64, mult))
+        if len(self.plan.groups[gi]) > 1 and self.plan.groups[gi][0] != axis:
+            v = b.urem(v, ir.Constant(I64, self.kernel.domain[axis]))
+        return v
+
+    def expr(self, e: Expr, memo: dict) -> ir.Value:
+        v = memo.get(e)
+        if v is not None:
+            return v
+        # iterative post-order over the DAG (long fused chains must not recurse)
+        stack: list[tuple[Expr, bool]] = [(e, False)]
+        while stack:
+            x, ready = stack.pop()
+            if x in memo:
+                continue
+            deps = [a for a in x.args if isinstance(a, Expr)]
+            for a in x.args:
+                if isinstance(a, Aff):
+                    deps.extend(a.atoms())
+            if not ready:
+                stack.append((x, True))
+                for a in x.args:
+                    if isinstance(a, Aff):  # loop variables inside affine forms are read directly
+                        deps = [d for d in deps if not (d.op == "var" and d.attrs[0] in self.var_group)
+                                or any(d is e for e in x.args)]
+                for d in deps:
+                    if d not in memo:
+                        stack.append((d, False))
+                continue
+            memo[x] = self._emit_one(x, memo)
+        return memo[e]
+
+    def _emit_one(self, e: Expr, memo: dict) -> ir.Value:
+        cx = self.cx
+        b = cx.builder
+        op = e.op
+        if op == "var":
+            axis = e.attrs[0]
+            if axis in self.var_group:
+                return self.var_value(axis, memo)
+            return ir.Constant(I64, 0)
+        if op == "const":
+            return cx.const(e.const_value(), e.dtype)
+        if op == "index":
+            return self.aff(e.args[0], memo)
+        if op == "load":
+            node = e.attrs[0]
+            sub = self.substitutes.get((node, e.args[0])) if self.substitutes else None
+            if sub is not None:
+                return self.expr(sub, memo)
+            ptr = self.ptr[self.buffer_of(node)]
+            mt = mem_type(e.dtype)
+            p = b.gep(ptr, [self.aff(e.args[0], memo)], inbounds=True, source_etype=mt)
+            v = b.load(p, typ=mt, align=mt.width // 8 if isinstance(mt, ir.IntType) else e.dtype.itemsize)
+            if e.dtype.kind == "b":
+                v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+            return v
+        fn = EMITTERS.get(op)
+        if fn is None:
+            raise UnsupportedOpError(f"codegen: no emitter for op {op!r}")
+        args = [memo[a] for a in e.args]
+        return fn(cx, e, args)
+
+    def store(self, node: Any, off: Aff, value: ir.Value, dtype: np.dtype, memo: dict) -> None:
+        b = self.cx.builder
+        mt = mem_type(dtype)
+        p = b.gep(self.ptr[self.buffer_of(node)], [self.aff(off, memo)], inbounds=True, source_etype=mt)
+        if dtype.kind == "b":
+            value = b.zext(value, I8)
+        b.store(value, p, align=dtype.itemsize)
+
+    # -- the kernel --
+
+    def emit(self) -> ir.Function:
+        cx = self.cx
+        entry = self.fn.append_basic_block("entry")
+        cx.alloca_builder = ir.IRBuilder(entry)
+        body_start = self.fn.append_basic_block("start")
+        b = ir.IRBuilder(body_start)
+        cx.builder = b
+        k = self.kernel
+        plan = self.plan
+        # values stored by this kernel, reused when another task reads them at the same index
+        self.substitutes = {}
+        for t in k.tasks:
+            if t.kind is TaskKind.STORE and not t.pieced:
+                self.substitutes[(t.node, t.offset)] = t.value
+        red_tasks = [t for t in k.tasks if t.kind.reduces]
+        self.acc: dict[int, tuple] = {}
+        # row_partials: memory-mode reductions accumulate into this thread's partial vectors
+        self.red_base: dict[int, ir.Value] = {}
+        if plan.row_partials:
+            inner = plan.extents[-1]
+            for ri, t in enumerate(t for t in k.tasks if t.kind is TaskKind.REDUCE):
+                self.red_base[id(t)] = b.gep(self.partial, [ir.Constant(I64, ri * inner * 8)], source_etype=I8)
+        # memory-mode reductions and scatters: initialize their output buffers first
+        for t in k.tasks:
+            if t.kind is TaskKind.REDUCE and not plan.register:
+                self._fill(t.node, REDUCERS[t.red_op].identity(t.node.dtype), self.red_base.get(id(t)))
+            elif t.kind is TaskKind.SCATTER:
+                self._fill(t.node, 0)
+        groups = plan.groups
+        n_kept = plan.n_kept if plan.register else len(groups)
+        if k.size == 0:
+            # empty domain: reductions give their identity, scatters zeros
+            for t in k.tasks:
+                if t.kind is TaskKind.REDUCE and plan.register:
+                    self._fill(t.node, REDUCERS[t.red_op].identity(t.node.dtype))
+        else:
+            self._levels(0, n_kept, red_tasks)
+        cx.builder.ret_void()
+        cx.alloca_builder.branch(body_start)
+        cx.in_loop = False
+        return self.fn
+
+    def _levels(self, li: int, n_kept: int, red_tasks: list) -> None:
+        """Emit loop level li (and everything inside it)."""
+        plan = self.plan
+        cx = self.cx
+        if plan.register and li == n_kept and red_tasks:
+            self._init_accs(red_tasks)
+        if li == len(plan.groups):
+            cx.in_loop = bool(plan.groups)
+            self._body()
+        else:
+            lo = self.lo if li == 0 else ir.Constant(I64, 0)
+            hi = self.hi if li == 0 else ir.Constant(I64, plan.extents[li])
+
+            def inner(i: ir.Value) -> None:
+                self.loopvals[li] = i
+                self._levels(li + 1, n_kept, red_tasks)
+
+            if plan.lanes > 1 and li == len(plan.groups) - 1:
+                self._lane_loops(lo, hi, inner, li)
+            else:
+                for_range(cx.builder, lo, hi, inner, name=f"l{li}")
+        if plan.register and li == n_kept and red_tasks:
+            cx.in_loop = False
+            self._finish_accs(red_tasks)
+
+    def _lane_loops(self, lo: ir.Value, hi: ir.Value, body: Callable[[ir.Value], None], li: int) -> None:
+        """The innermost loop [lo, hi) as rounds of `plan.lanes` elements, element lo + r*W + l in lane l.
+
+        Full rounds first (an inner loop over the lanes, which LLVM vectorizes
+        as plain independent updates), then the last partial round; the body
+        is emitted for both. Lane l's accumulators see their elements in
+        loop order (`_body`, `self.lane`).
+        """
+        b = self.cx.builder
+        W = self.plan.lanes
+        w = ir.Constant(I64, W)
+        rounds = b.udiv(b.sub(hi, lo), w)
+        full_end = b.add(lo, b.mul(rounds, w))
+
+        def one_round(r: ir.Value) -> None:
+            base = self.cx.builder.add(lo, self.cx.builder.mul(r, w))
+
+            def lane(ln: ir.Value) -> None:
+                self.lane = ln
+                body(self.cx.builder.add(base, ln))
+
+            for_range(self.cx.builder, ir.Constant(I64, 0), w, lane, name=f"lane{li}")
+
+        for_range(b, ir.Constant(I64, 0), rounds, one_round, name=f"round{li}")
+
+        def last(ln: ir.Value) -> None:
+            self.lane = ln
+            body(self.cx.builder.add(full_end, ln))
+
+        for_range(self.cx.builder, ir.Constant(I64, 0), self.cx.builder.sub(hi, full_end), last, name=f"tail{li}")
+        self.lane = None
+
+    def _fill(self, node: Any, value: Any, base: ir.Value | None = None) -> None:
+        b = self.cx.builder
+        mt = mem_type(node.dtype)
+        c = self.cx.const(value, node.dtype)
+        if node.dtype.kind == "b":
+            c = ir.Constant(I8, int(bool(value)))
+        ptr = self.ptr[self.buffer_of(node)] if base is None else base
+
+        def body(i: ir.Value) -> None:
+            b2 = self.cx.builder
+            b2.store(c, b2.gep(ptr, [i], inbounds=True, source_etype=mt), align=node.dtype.itemsize)
+
+        for_range(b, ir.Constant(I64, 0), ir.Constant(I64, node.size), body, name="fill")
+    def _body(self) -> None:
+        memo: dict = {}
+        k = self.kernel
+        vals = [self.expr(t.value, memo) for t in k.tasks]
+        # all loads happen before any store (donated buffers are updated in place)
+        steps = ELEMENT_STEPS
+        for t, v in zip(k.tasks, vals):
+            steps[t.kind](self, t, v, memo)
+
+    def store_step(self, t: Task, v: ir.Value, memo: dict) -> None:
+        """A store task: this element's value at its offset."""
+        self.store(t.node, t.offset, v, t.node.dtype, memo)
+
+    def scatter_step(self, t: Task, v: ir.Value, memo: dict) -> None:
+        """A scatter task: add this element's value at its (data-dependent) offset."""
+        cx = self.cx
+        b = cx.builder
+        mt = mem_type(t.node.dtype)
+        p = b.gep(self.ptr[self.buffer_of(t.node)], [self.aff(t.offset, memo)], inbounds=True, source_etype=mt)
+        old = b.load(p, typ=mt)
+        if t.node.dtype.kind == "b":
+            new = b.zext(b.or_(b.icmp_unsigned("!=", old, ir.Constant(I8, 0)), v), I8)
+        else:
+            new = sum_combine(cx, old, v, t.node.dtype) if not is_float(t.node.dtype) else b.fadd(old, v)
+        b.store(new, p)
+
+
+#: How each task kind of a loop kernel lowers: its step in the loop body, `step(emitter, task, value, memo)`
+#: (tests/test_codegen.py checks every loop kind of `TaskKind` has one; products lower at the entry,
+#: `codegen.llvm.module.KERNEL_CALLS`).
+ELEMENT_STEPS: dict[TaskKind, Callable[[KernelEmitter, Task, ir.Value, dict], None]] = {
+    TaskKind.STORE: KernelEmitter.store_step,
+    TaskKind.SCATTER: KernelEmitter.scatter_step,
+    TaskKind.REDUCE: KernelEmitter.reduce_step,
+    TaskKind.ARGMAX: KernelEmitter.argmax_step,
+}
+
+
+def lower_loop_kernel(cx: LoweringContext, kernel: Kernel, index: int, buffer_of: Callable, plan: LoopPlan
+                      ) -> KernelEmitter:
+    """Emit kernel `index` as an internal function; returns its emitter (function and buffer list)."""
+    ke = KernelEmitter(cx, kernel, index, buffer_of, plan)
+    ke.emit()
+    return ke
