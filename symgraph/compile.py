@@ -5,9 +5,10 @@ input signature (pytree structure, shapes, dtypes, static arguments) it
 traces the function, simplifies the graph, applies checkpointing when asked,
 schedules it and hands it to a backend found by name in `symgraph.backend`'s
 registry (built in: `"llvm"`, fused, vectorized native code; `"numpy"`, the
-reference evaluator). The result is cached per signature. Called on tracers (inside `sg.grad`,
-`sg.trace`, another `compile`) it calls the Python function inline, so a
-compiled function stays a graph transform and can be differentiated.
+reference evaluator). The result is cached per signature. Called on tracers
+(inside `sg.grad`, `sg.trace`, another `compile`) it calls the Python function
+inline, so a compiled function stays a graph transform and can be
+differentiated.
 """
 
 from __future__ import annotations
