@@ -29,6 +29,7 @@ import numpy as np
 import symgraph as sg
 
 from . import viz
+from .backend import backend_names
 from .errors import SymgraphError, _internal_dirs
 from .passes.checkpoint import apply_checkpoint
 from .passes.schedule import peak_bytes, schedule
@@ -161,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--compile", action="store_true",
                     help="also compile with sg.compile (checkpoint strategy passed on) and report kernels and "
                          "compile seconds from its .stats")
-    sp.add_argument("--backend", default="llvm", choices=("llvm", "numpy"), help="backend for --compile (default llvm)")
+    sp.add_argument("--backend", default="llvm", choices=backend_names(), help="backend for --compile (default llvm)")
     return p
 
 

@@ -23,10 +23,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from . import viz
 from .backend import Executable, backend_names, check_backend_name, get_backend
 from .closures import ClosedOverArrays
 from .errors import SymgraphError
 from .ir import Graph, Node, tracing_active
+from .passes.checkpoint import apply_checkpoint, checkpoint_stats
+from .passes.schedule import schedule
+from .passes.simplify import simplify
 from .random import NumpyRandomWatch
 from .signature import MISS
 from .tracing import check_args, trace
@@ -49,8 +53,6 @@ def __getattr__(name: str) -> Any:
 
 def _dump_stage(stage: str, graph: Graph, **extra: Any) -> None:
     """Call `symgraph.viz.dump_stage` when the viz module provides it (SYMGRAPH_DUMP)."""
-    from . import viz
-
     fn = getattr(viz, "dump_stage", None)
     if fn is not None:
         fn(stage, graph, **extra)
@@ -87,13 +89,8 @@ def run_pipeline(graph: Graph, checkpoint: Any = None) -> tuple[Graph, list[Node
         (optimized graph, schedule): the schedule is the execution order of its nodes.
 
     Raises:
-        SymgraphError: checkpointing was requested but the checkpoint pass is unavailable.
+        SymgraphError: (a subclass) for an invalid checkpoint strategy or budget.
     """
-    from .passes.schedule import schedule
-    from .passes.simplify import simplify
-
-    from .passes.checkpoint import apply_checkpoint
-
     g = simplify(graph)
     _dump_stage("simplified", g)
     # Always run: with checkpoint=None it saves everything, but it still removes
@@ -338,8 +335,6 @@ class CompiledFunction:
         stats["trace_seconds"] = t_trace
         stats.setdefault("nodes", len(order))
         if self.checkpoint is not None:
-            from .passes.checkpoint import checkpoint_stats
-
             # the recompute bill (FLOPs, nodes) and the activation peak; peak_bytes
             # stays the backend's own plan
             for k, v in checkpoint_stats(g).items():

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import DTypeError, ShapeError
-from .tracing import _leaf_problem as leaf_problem  # what may be an argument leaf at all (trace, compile, here)
+from .tracing import leaf_problem  # what may be an argument leaf at all (trace, compile, here)
 from .tree import TreeDef, tree_flatten, tree_unflatten
 
 __all__ = ["MISS", "EVALUATE_CASTING", "COMPILED_CASTING", "Signature", "canonical_dtype", "donatable",

@@ -24,7 +24,7 @@ from .lax import as_output
 from .ops import OPS
 from .tree import tree_flatten, tree_paths, tree_unflatten
 
-__all__ = ["trace", "make_input", "getitem", "flatten_args", "check_args", "arg_leaf_names"]
+__all__ = ["trace", "make_input", "getitem", "flatten_args", "check_args", "arg_leaf_names", "leaf_problem", "leaf_spec"]
 
 _input_tags = iter(range(1 << 62))
 
@@ -37,7 +37,7 @@ def make_input(shape: tuple, dtype: Any, index: int, name: str) -> Node:
     )
 
 
-def _leaf_problem(x: Any) -> tuple[type, str] | None:
+def leaf_problem(x: Any) -> tuple[type, str] | None:
     """Why `x` cannot be an argument leaf: (error class, message after "argument NAME"), or None."""
     if isinstance(x, Node) or isinstance(x, (bool, np.bool_)):
         return None
@@ -71,7 +71,7 @@ def leaf_spec(x: Any, pos: str) -> tuple[tuple, np.dtype]:
         DTypeError: for object arrays, strings and other non-numeric leaves.
         UnsupportedOpError: for masked arrays (the mask would be lost).
     """
-    problem = _leaf_problem(x)
+    problem = leaf_problem(x)
     if problem is not None:
         cls, msg = problem
         raise cls(f"argument {pos} {msg}")
@@ -183,7 +183,7 @@ def check_args(args: tuple, f: Callable | None = None, fname: str | None = None,
             d = x.dtype
             specs.append((x.shape, d if d.isnative else d.newbyteorder("=")))
             continue
-        problem = _leaf_problem(x)
+        problem = leaf_problem(x)
         if problem is not None:
             cls, msg = problem
             raise cls(f"{prefix}argument {arg_leaf_names(f, args, kwargs, positions)[i]} {msg}")

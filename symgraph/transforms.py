@@ -24,7 +24,7 @@ from .eager import run as _run
 from .errors import DTypeError, NonScalarOutputError, ShapeError, SymgraphError
 from .ir import Node, tracing_active
 from .lax import as_output
-from .tracing import _leaf_problem, arg_leaf_names, check_args, leaf_spec
+from .tracing import arg_leaf_names, check_args, leaf_problem, leaf_spec
 from .tree import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient"]
@@ -205,7 +205,7 @@ def _check_tangents(f: Callable, primals: tuple, tangents: tuple, fname: str) ->
         if isinstance(t, Node):
             ts, td = t.shape, t.dtype
         else:
-            problem = _leaf_problem(t)
+            problem = leaf_problem(t)
             if problem is not None:
                 names = names or arg_leaf_names(f, tuple(primals))
                 raise problem[0](f"{fname}: the tangent of argument {names[i]} {problem[1]}")
