@@ -17,11 +17,11 @@ from typing import Any, Sequence
 
 import numpy as _np
 
-from . import custom as _custom
-from . import lax as L
-from .errors import DTypeError, ShapeError, UnsupportedOpError
-from .ir import Node
-from .ops.core import normalize_axes
+from .. import custom as _custom
+from .. import lax as L
+from ..errors import DTypeError, ShapeError, UnsupportedOpError
+from ..ir import Node
+from ..ops.core import normalize_axes
 
 float32 = _np.float32
 float64 = _np.float64
