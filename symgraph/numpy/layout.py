@@ -1,0 +1,140 @@
+"""Layout: reshape, transpose and axis moves, broadcasting, squeeze and expand_dims, joining, gathers (take).
+
+Every function here moves or selects elements without computing new values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as _np
+
+from .. import lax as L
+from ..errors import DTypeError, ShapeError, UnsupportedOpError
+from ..ir import Node
+from ..ops.core import normalize_axes
+from .base import _ndim, _shape
+
+
+def reshape(x: Any, shape: Any, order: str = "C") -> Any:
+    """x with a new shape (C order only)."""
+    if order != "C":
+        raise UnsupportedOpError(f"reshape(order={order!r}) is not supported")
+    return L.reshape(x, shape)
+
+
+def ravel(x: Any) -> Any:
+    """x flattened (C order)."""
+    return L.reshape(x, (-1,))
+
+
+flatten = ravel
+
+
+def transpose(x: Any, axes: Any = None) -> Any:
+    """Permute axes (reverse when axes is None)."""
+    return L.transpose(x, axes)
+
+
+def swapaxes(x: Any, a: int, b: int) -> Any:
+    """Swap two axes."""
+    nd = _ndim(x)
+    (a,), (b,) = normalize_axes(a, nd, op="swapaxes"), normalize_axes(b, nd, op="swapaxes")
+    perm = list(range(nd))
+    perm[a], perm[b] = perm[b], perm[a]
+    return L.transpose(x, perm)
+
+
+def moveaxis(x: Any, source: int, destination: int) -> Any:
+    """Move one axis to a new position."""
+    nd = _ndim(x)
+    (source,), (destination,) = normalize_axes(source, nd, op="moveaxis"), normalize_axes(destination, nd, op="moveaxis")
+    perm = [i for i in range(nd) if i != source]
+    perm.insert(destination, source)
+    return L.transpose(x, perm)
+
+
+def broadcast_to(x: Any, shape: Sequence[int]) -> Any:
+    """x broadcast to shape."""
+    return L.broadcast_to(x, shape)
+
+
+def expand_dims(x: Any, axis: Any) -> Any:
+    """Insert size-1 axes at `axis` (positions in the result)."""
+    nd = _ndim(x)
+    axes = (axis,) if isinstance(axis, (int, _np.integer)) else tuple(axis)
+    axes_n = normalize_axes(axes, nd + len(axes), op="expand_dims")
+    if not isinstance(x, Node):
+        return _np.expand_dims(x, axes_n)
+    return L.bind("expand_dims", x, axes=axes_n)
+
+
+def squeeze(x: Any, axis: Any = None) -> Any:
+    """Drop size-1 axes (all of them when axis is None)."""
+    shp = _shape(x)
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(shp) if d == 1)
+    else:
+        axes = normalize_axes(axis, len(shp), op="squeeze")
+    if not axes:
+        return x
+    if not isinstance(x, Node):
+        return _np.squeeze(x, axes)
+    return L.bind("squeeze", x, axes=axes)
+
+
+def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
+    """Join arrays along an existing axis (promoted to one dtype)."""
+    arrays = list(arrays)
+    if not arrays:
+        raise ShapeError("concatenate needs at least one array")
+    dtype = L.result_dtype(*arrays)
+    nd = _ndim(arrays[0])
+    if nd == 0:
+        raise ShapeError("zero-dimensional arrays cannot be concatenated")
+    (ax,) = normalize_axes(axis, nd, op="concatenate")
+    arrays = [L.cast(a, dtype) if isinstance(a, Node) else _np.asarray(a, dtype) for a in arrays]
+    if len(arrays) == 1:
+        return arrays[0]
+    return L.bind("concatenate", *arrays, axis=ax)
+
+
+def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
+    """Join arrays along a new axis."""
+    arrays = list(arrays)
+    if not arrays:
+        raise ShapeError("stack needs at least one array")
+    shapes = {_shape(a) for a in arrays}
+    if len(shapes) != 1:
+        raise ShapeError(f"stack: all input arrays must have the same shape, got {sorted(shapes)}")
+    return concatenate([expand_dims(a, axis) for a in arrays], axis=axis)
+
+
+def hstack(arrays: Sequence[Any]) -> Any:
+    """Concatenate along axis 1 (axis 0 for 1-d)."""
+    arrays = [reshape(a, (1,)) if _ndim(a) == 0 else a for a in arrays]  # np.atleast_1d
+    return concatenate(arrays, axis=0 if _ndim(arrays[0]) == 1 else 1)
+
+
+def vstack(arrays: Sequence[Any]) -> Any:
+    """Concatenate along axis 0 (1-d arrays become rows, 0-d ones 1x1: np.atleast_2d)."""
+    return concatenate([reshape(a, (1, -1)) if _ndim(a) <= 1 else a for a in arrays], axis=0)
+
+
+def take(x: Any, indices: Any, axis: Any = None) -> Any:
+    """Integer-array gather along axis (flattened when axis is None)."""
+    if axis is None:
+        x = reshape(x, (-1,))
+        axis = 0
+    (ax,) = normalize_axes(axis, _ndim(x), op="take")
+    if not isinstance(indices, Node):
+        n = _shape(x)[ax]
+        indices = _np.asarray(indices)
+        if indices.dtype.kind not in "iu":
+            raise DTypeError(f"take: indices must be integers, got {indices.dtype}")
+        if indices.size and (indices.min() < -n or indices.max() >= n):
+            raise ShapeError(f"take: index out of bounds for axis {ax} with size {n}")
+        indices = _np.where(indices < 0, indices + n, indices).astype(_np.int64)
+    if not isinstance(x, Node) and not isinstance(indices, Node):
+        return _np.take(x, indices, axis=ax)
+    return L.bind("gather", L.asnode(x), L.asnode(indices), axis=ax)
