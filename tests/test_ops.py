@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -33,92 +32,12 @@ from symgraph.ops import OPS
 from symgraph.testing import check_vjp_jvp
 from symgraph.tree import tree_flatten
 
-# ----- input domains: (rng, shape, dtype) -> array -----
+from opcase import (  # noqa: F401  (tests/opcase.py)
+    OpCase, above_m1, binary_case as _binary, boolean, extra_cases, indices, integers, key, nonzero, pos, real,
+    reduction_case as _reduction, small_ints, unary_case as _unary, unit, with_nans,
+)
 
-
-def real(rng, shape, dtype):
-    return rng.standard_normal(shape).astype(dtype)
-
-
-def pos(rng, shape, dtype):
-    return rng.uniform(0.5, 2.0, shape).astype(dtype)
-
-
-def unit(rng, shape, dtype):
-    return rng.uniform(-0.9, 0.9, shape).astype(dtype)
-
-
-def above_m1(rng, shape, dtype):
-    return rng.uniform(-0.5, 2.0, shape).astype(dtype)
-
-
-def nonzero(rng, shape, dtype):
-    return (rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 2.0, shape)).astype(dtype)
-
-
-def small_ints(rng, shape, dtype):
-    """Floats with frequent ties (for comparisons)."""
-    return rng.integers(-2, 3, shape).astype(dtype)
-
-
-def with_nans(rng, shape, dtype):
-    x = rng.standard_normal(shape).astype(dtype)
-    x[rng.random(shape) < 0.3] = np.nan
-    return x
-
-
-def boolean(rng, shape, dtype):
-    return rng.random(shape) < 0.5
-
-
-def indices(n):
-    def sample(rng, shape, dtype):
-        return rng.integers(-n, n, shape).astype(np.int64)  # negative indices wrap, repeats accumulate
-
-    return sample
-
-
-def key(rng, shape, dtype):
-    return np.uint64(rng.integers(0, 2**62))
-
-
-def integers(rng, shape, dtype):
-    return rng.integers(-5, 6, shape).astype(np.int64)
-
-
-@dataclass
-class OpCase:
-    """One row of the op table.
-
-    Attributes:
-        op: the primitive under test (it must appear in the traced graph).
-        fn: builds the op from the arguments (eager NumPy on arrays, nodes when traced).
-        ref: the NumPy reference.
-        variants: list of (argument shapes, keyword params for fn and ref).
-        domain: one sampler per argument.
-        order: derivative order to check (0: not differentiable).
-        grad_variants: how many of the first variants are gradient-checked.
-        check_kw: extra keyword arguments for check_grads.
-        dtypes: the float dtypes to evaluate in.
-        ip_rtol: relative tolerance of the VJP/JVP inner-product identity.
-        name: test id suffix.
-    """
-
-    op: str
-    fn: Callable
-    ref: Callable
-    variants: list
-    domain: tuple
-    order: int = 2
-    grad_variants: int = 2
-    check_kw: dict = field(default_factory=dict)
-    dtypes: tuple = (np.float32, np.float64)
-    name: str = ""
-    ip_rtol: float = 1e-10
-
-    @property
-    def id(self) -> str:
-        return self.op + (f"-{self.name}" if self.name else "")
+# the input domains, `OpCase` and the row builders live in tests/opcase.py (shared with tests/cases_*.py)
 
 
 def _erf_ref(x):
@@ -184,26 +103,6 @@ def cj_softplus(x):
 def _cj_softplus_jvp(primals, tangents):
     (x,), (t,) = primals, tangents
     return cj_softplus(x), t * snp.sigmoid(x)
-
-
-def _unary(name, dom, ref, **kw):
-    return OpCase(name, lambda x: L.unary(name, x), ref, [(((2, 3, 5),), {}), (((),), {}), (((1,),), {}),
-                                                         (((4, 1),), {})], (dom,), **kw)
-
-
-_B_SHAPES = [((2, 3, 5), (2, 3, 5)), ((2, 3, 5), (3, 1)), ((), ()), ((1,), (4,)), ((4, 1), (1, 3))]
-
-
-def _binary(name, doms, ref, float_op=False, **kw):
-    return OpCase(name, lambda x, y: L.binary(name, x, y, float_op=float_op), ref, [(s, {}) for s in _B_SHAPES],
-                  doms, **kw)
-
-
-def _reduction(name, ref, dom=real, **kw):
-    variants = [(((2, 3, 5),), {"axis": (1, 2)}), (((2, 3, 5),), {"axis": None}), (((2, 3, 5),), {"axis": 0}),
-                (((2, 3, 5),), {"axis": -1}), (((1,),), {"axis": 0}), (((4, 1),), {"axis": 1})]
-    return OpCase(name, lambda x, axis: L.reduce(name, x, axis), lambda x, axis: ref(x, axis=axis), variants, (dom,),
-                  **kw)
 
 
 def _other_float(x):
@@ -327,6 +226,7 @@ CASES = [
     OpCase("custom_vjp_call", cv_sin, np.sin, [(((2, 3, 5),), {}), (((),), {})], (real,)),
     OpCase("custom_jvp_call", cj_softplus, lambda x: np.log1p(np.exp(x)), [(((2, 3, 5),), {}), (((),), {})], (real,)),
 ]
+CASES += extra_cases()  # the rows of tests/cases_*.py, one file per family of ops
 
 
 def _args(case: OpCase, shapes: tuple, dtype: Any, seed: int = 0) -> tuple:
@@ -370,7 +270,7 @@ BATCH = [pytest.param(c, s, p, id=f"{c.id}-v{k}") for c in CASES for k, (s, p) i
 
 def test_every_registered_op_has_a_case():
     missing = sorted(set(OPS) - {c.op for c in CASES})
-    assert not missing, f"ops without an OpCase in tests/test_ops.py: {missing}"
+    assert not missing, f"ops without an OpCase in tests/test_ops.py or a tests/cases_*.py: {missing}"
 
 
 def test_every_op_has_a_batching_rule_or_a_declared_loop_fallback():

@@ -15,6 +15,12 @@ from ..errors import UnsupportedOpError
 from ..ir import Node
 from .logic import equal, greater, isnan, less, logical_and, not_equal, where
 
+__all__ = [
+    "abs", "absolute", "add", "clip", "divide", "floor", "floor_divide", "fmax", "fmin", "fmod", "maximum",
+    "minimum", "mod", "multiply", "negative", "positive", "power", "reciprocal", "remainder", "sign", "square",
+    "stop_gradient", "subtract", "true_divide",
+]
+
 
 def add(x: Any, y: Any) -> Any:
     """x + y (broadcast, promoted)."""
@@ -184,3 +190,17 @@ def stop_gradient(x: Any) -> Any:
     if not isinstance(x, Node):
         return _np.asarray(x)
     return L.bind("stop_gradient", x)
+
+
+# ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
+
+UFUNCS = {
+    "add": add, "subtract": subtract, "multiply": multiply, "divide": divide, "true_divide": divide,
+    "floor_divide": floor_divide, "remainder": remainder, "fmod": fmod, "power": power, "negative": negative,
+    "positive": positive, "absolute": abs, "sign": sign, "square": square, "reciprocal": reciprocal,
+    "maximum": maximum, "minimum": minimum, "fmax": fmax, "fmin": fmin, "floor": floor,
+}
+
+FUNCTIONS = {
+    _np.clip: clip, _np.abs: abs, _np.square: square, _np.maximum: maximum, _np.minimum: minimum,
+}

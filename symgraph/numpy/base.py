@@ -8,6 +8,8 @@ import numpy as _np
 
 from ..ir import Node
 
+__all__ = ["bool_", "e", "float32", "float64", "inf", "int32", "int64", "nan", "newaxis", "pi"]
+
 float32 = _np.float32
 float64 = _np.float64
 int32 = _np.int32
@@ -26,3 +28,18 @@ def _shape(x: Any) -> tuple:
 
 def _ndim(x: Any) -> int:
     return len(_shape(x))
+
+
+def _size(x: Any, axis: int | None = None) -> int:
+    shape = _shape(x)
+    return int(_np.prod(shape, dtype=_np.int64)) if axis is None else shape[axis]
+
+
+# ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
+
+UFUNCS: dict = {}
+
+FUNCTIONS = {
+    _np.shape: _shape, _np.ndim: _ndim,
+    _np.size: _size,
+}

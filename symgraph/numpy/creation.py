@@ -12,6 +12,11 @@ from ..ir import Node
 from .base import _shape
 from .layout import stack
 
+__all__ = [
+    "arange", "array", "asarray", "astype", "eye", "full", "full_like", "linspace", "ones", "ones_like",
+    "random_uniform", "zeros", "zeros_like",
+]
+
 
 def asarray(x: Any, dtype: Any = None) -> Any:
     """x unchanged if traced (cast to dtype if given), else np.asarray."""
@@ -60,3 +65,14 @@ def random_uniform(key: Any, shape: Sequence[int], salt: int = 0, dtype: Any = _
     elif key.dtype.kind not in "iu":
         raise DTypeError(f"random_uniform: key must be an integer, got {key.dtype}")
     return L.bind("random_uniform", key, shape=tuple(int(d) for d in shape), salt=int(salt), dtype=_np.dtype(dtype))
+
+
+# ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
+
+UFUNCS = {
+}
+
+FUNCTIONS = {
+    _np.zeros_like: zeros_like, _np.ones_like: ones_like, _np.full_like: full_like, _np.asarray: asarray,
+    _np.array: asarray,
+}

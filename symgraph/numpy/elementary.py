@@ -19,6 +19,11 @@ from .arithmetic import (
 )
 from .logic import greater, isnan, less, where
 
+__all__ = [
+    "arcsinh", "cos", "cosh", "erf", "exp", "exp2", "expm1", "log", "log10", "log1p", "log2", "logaddexp",
+    "sigmoid", "sin", "sinh", "sqrt", "tan", "tanh",
+]
+
 
 def _unary(name: str, doc: str):
     def fn(x: Any) -> Any:
@@ -144,3 +149,16 @@ def logaddexp(x: Any, y: Any) -> Any:
     m = stop_gradient(maximum(x, y))
     m = where(isnan(subtract(m, m)), 0.0, m)  # infinite maxima: shift by 0 instead of creating NaN
     return add(log(add(exp(subtract(x, m)), exp(subtract(y, m)))), m)
+
+
+# ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
+
+UFUNCS = {
+    "exp": exp, "log": log, "log1p": log1p, "expm1": expm1, "log2": log2, "log10": log10, "exp2": exp2,
+    "sqrt": sqrt, "sin": sin, "cos": cos, "tan": tan, "tanh": tanh, "sinh": sinh, "cosh": cosh, "arcsinh": arcsinh,
+    "logaddexp": logaddexp,
+}
+
+FUNCTIONS = {
+    _np.exp: exp, _np.log: log, _np.sqrt: sqrt, _np.tanh: tanh,
+}

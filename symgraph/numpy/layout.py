@@ -15,6 +15,11 @@ from ..ir import Node
 from ..ops.core import normalize_axes
 from .base import _ndim, _shape
 
+__all__ = [
+    "broadcast_to", "concatenate", "expand_dims", "flatten", "hstack", "moveaxis", "ravel", "reshape", "squeeze",
+    "stack", "swapaxes", "take", "transpose", "vstack",
+]
+
 
 def reshape(x: Any, shape: Any, order: str = "C") -> Any:
     """x with a new shape (C order only)."""
@@ -138,3 +143,15 @@ def take(x: Any, indices: Any, axis: Any = None) -> Any:
     if not isinstance(x, Node) and not isinstance(indices, Node):
         return _np.take(x, indices, axis=ax)
     return L.bind("gather", L.asnode(x), L.asnode(indices), axis=ax)
+
+
+# ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
+
+UFUNCS = {
+}
+
+FUNCTIONS = {
+    _np.reshape: reshape, _np.ravel: ravel, _np.transpose: transpose, _np.swapaxes: swapaxes,
+    _np.moveaxis: moveaxis, _np.broadcast_to: broadcast_to, _np.expand_dims: expand_dims, _np.squeeze: squeeze,
+    _np.concatenate: concatenate, _np.stack: stack, _np.hstack: hstack, _np.vstack: vstack, _np.take: take,
+}

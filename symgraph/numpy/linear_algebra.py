@@ -20,6 +20,8 @@ from .layout import ravel, reshape
 from .logic import greater, where
 from .reductions import sum
 
+__all__ = ["dot", "einsum", "inner", "linalg", "matmul", "norm", "outer", "tensordot", "vdot"]
+
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
     """Euclidean norm sqrt(sum(x**2)); its derivative at 0 is taken as 0 (a subgradient).
@@ -132,3 +134,15 @@ class linalg:  # noqa: N801  (mirrors np.linalg)
     """The subset of np.linalg that traces."""
 
     norm = staticmethod(norm)
+
+
+# ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
+
+UFUNCS = {
+    "matmul": matmul,
+}
+
+FUNCTIONS = {
+    _np.matmul: matmul, _np.dot: dot, _np.vdot: vdot, _np.inner: inner, _np.outer: outer, _np.einsum: einsum,
+    _np.tensordot: tensordot, _np.linalg.norm: norm,
+}

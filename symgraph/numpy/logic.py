@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as _np
+
 from typing import Any
 
 from .. import lax as L
 from ..errors import UnsupportedOpError
+
+__all__ = [
+    "bitwise_and", "bitwise_or", "bitwise_xor", "equal", "greater", "greater_equal", "invert", "isnan",
+    "left_shift", "less", "less_equal", "logical_and", "logical_not", "logical_or", "not_equal", "right_shift",
+    "where",
+]
 
 
 def isnan(x: Any) -> Any:
@@ -96,3 +104,17 @@ def _no_shift(name: str):
 
 left_shift = _no_shift("left_shift")
 right_shift = _no_shift("right_shift")
+
+
+# ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
+
+UFUNCS = {
+    "less": less, "less_equal": less_equal, "greater": greater, "greater_equal": greater_equal, "equal": equal,
+    "not_equal": not_equal, "logical_and": logical_and, "logical_or": logical_or, "logical_not": logical_not,
+    "isnan": isnan, "bitwise_and": bitwise_and, "bitwise_or": bitwise_or, "bitwise_xor": bitwise_xor,
+    "invert": invert, "left_shift": left_shift, "right_shift": right_shift,
+}
+
+FUNCTIONS = {
+    _np.where: where,
+}

@@ -21,6 +21,11 @@ from .layout import expand_dims, reshape, take
 from .logic import equal, greater_equal, isnan, where
 from .reductions import max, mean, sum
 
+__all__ = [
+    "cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "log_softmax", "logsumexp", "one_hot", "relu",
+    "softmax", "softplus", "take_along_last",
+]
+
 
 def relu(x: Any) -> Any:
     """maximum(x, 0); derivative 0 at 0."""

@@ -15,6 +15,8 @@ from .elementary import sqrt
 from .layout import reshape
 from .logic import greater, where
 
+__all__ = ["amax", "amin", "argmax", "argmin", "max", "mean", "min", "prod", "std", "sum", "var"]
+
 
 def _accumulator(x: Any, dtype: Any) -> Any:
     """x cast to the dtype NumPy's sum/prod accumulate in: `dtype` if given, else bool and
@@ -96,3 +98,14 @@ def argmax(x: Any, axis: Any = None) -> Any:
 def argmin(x: Any, axis: Any = None) -> Any:
     """Index of the first minimum (int64)."""
     return argmax(negative(x), axis)
+
+
+# ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
+
+UFUNCS = {
+}
+
+FUNCTIONS = {
+    _np.sum: sum, _np.mean: mean, _np.max: max, _np.min: min, _np.amax: max, _np.amin: min, _np.prod: prod,
+    _np.var: var, _np.std: std, _np.argmax: argmax, _np.argmin: argmin,
+}
