@@ -39,6 +39,7 @@ _NORMAL_SALTS = (0x5EED_0003, 0x5EED_0004)
 _GUMBEL_SALT = 0x5EED_0005
 _PERMUTATION_SALT = 0x5EED_0006
 _FOLD_SALT = 0x5EED_1000
+_GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment
 
 
 def _check_key(k: Any, fn: str) -> Any:
@@ -114,18 +115,31 @@ def split(key: Any, num: int = 2) -> Any:
     return _bits_to_keys(snp.random_uniform(k, (int(num),), salt=_SPLIT_SALT))
 
 
-def fold_in(key: Any, data: int) -> Any:
-    """A new key from `key` and a Python integer (a step or layer number), as `split` but addressed.
+def fold_in(key: Any, data: Any) -> Any:
+    """A new key from `key` and an integer (a step or layer number), as `split` but addressed.
+
+    `data` may be a Python or NumPy integer or a traced integer scalar (a loop
+    counter inside a compiled step); both give the same key for the same
+    value: data * 0x9E3779B97F4A7C15 (SplitMix64's golden-ratio increment) is
+    added to the key modulo 2**64, and the sum is drawn from once.
 
     Raises:
-        DTypeError: `key` is not an integer scalar, or `data` is not a Python integer
-            (a traced step number cannot be folded in: split the key instead).
+        DTypeError: `key` is not an integer scalar, or `data` is not an integer scalar.
     """
     k = _check_key(key, "fold_in")
-    if isinstance(data, Node) or not isinstance(data, (int, np.integer)):
-        raise DTypeError("sg.random.fold_in: data must be a Python integer (a traced value cannot be folded "
-                         "in; split the key instead)")
-    return _bits_to_keys(snp.random_uniform(k, (), salt=_FOLD_SALT + int(data) % (1 << 32)))
+    if isinstance(data, Node):
+        if data.dtype.kind not in "iub" or data.shape != ():
+            raise DTypeError(f"sg.random.fold_in: data must be an integer scalar, got a traced "
+                             f"{data.dtype}{list(data.shape)}")
+        mixed = snp.add(k, snp.multiply(data.astype(np.uint64), np.uint64(_GOLDEN)))  # wraps mod 2**64
+    elif isinstance(data, (int, np.integer)) and not isinstance(data, (bool, np.bool_)):
+        if isinstance(k, Node):
+            mixed = snp.add(k, np.uint64(int(data) * _GOLDEN % (1 << 64)))
+        else:
+            mixed = np.uint64((int(k) + int(data) * _GOLDEN) % (1 << 64))
+    else:
+        raise DTypeError(f"sg.random.fold_in: data must be an integer, got {type(data).__name__}")
+    return _bits_to_keys(snp.random_uniform(mixed, (), salt=_FOLD_SALT))
 
 
 def uniform(key: Any, shape: Sequence[int] = (), dtype: Any = np.float64, minval: float = 0.0,

@@ -268,6 +268,10 @@ def _int_pow(cx: LoweringContext, x: ir.Value, y: ir.Value, dtype: np.dtype) -> 
     if dtype.kind == "b":
         return b.or_(x, b.not_(y))  # x**y for bools: 1 if y == 0 else x
     fn = b.function
+    zero = ir.Constant(t, 0)
+    # the sign test and the starting exponent belong to the entry block: they are the phis' incoming values from it
+    neg_exp = b.icmp_signed("<", y, zero) if is_signed(dtype) else ir.Constant(I1, 0)
+    ex0 = b.select(neg_exp, zero, y) if is_signed(dtype) else y
     pre = b.block
     head = fn.append_basic_block("ipow.head")
     body = fn.append_basic_block("ipow.body")
@@ -279,9 +283,7 @@ def _int_pow(cx: LoweringContext, x: ir.Value, y: ir.Value, dtype: np.dtype) -> 
     ex = b.phi(t)
     acc.add_incoming(ir.Constant(t, 1), pre)
     base.add_incoming(x, pre)
-    zero = ir.Constant(t, 0)
-    neg_exp = b.icmp_signed("<", y, zero) if is_signed(dtype) else ir.Constant(I1, 0)
-    ex.add_incoming(b.select(neg_exp, zero, y) if is_signed(dtype) else y, pre)
+    ex.add_incoming(ex0, pre)
     b.cbranch(b.icmp_unsigned("!=", ex, zero), body, done)
     b.position_at_end(body)
     bit = b.trunc(ex, I1)

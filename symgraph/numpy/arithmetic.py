@@ -11,7 +11,7 @@ from typing import Any
 import numpy as _np
 
 from .. import lax as L
-from ..errors import UnsupportedOpError
+from ..errors import DTypeError, UnsupportedOpError
 from ..ir import Node
 from .logic import equal, greater, isnan, less, logical_and, not_equal, where
 
@@ -107,7 +107,16 @@ def positive(x: Any) -> Any:
 
 
 def power(x: Any, y: Any) -> Any:
-    """x ** y. Small integer exponents (Python ints or integral floats, |y| <= 4) become products."""
+    """x ** y. Small integer exponents (Python ints or integral floats, |y| <= 4) become products.
+
+    Raises:
+        DTypeError: an integer x to a negative integer constant power (NumPy raises ValueError: "Integers to
+            negative integer powers are not allowed").
+    """
+    if (isinstance(x, Node) and x.dtype.kind in "iu" and not isinstance(y, (bool, _np.bool_, Node))
+            and _np.asarray(y).dtype.kind in "iu" and bool(_np.any(_np.asarray(y) < 0))):
+        raise DTypeError(f"integers to negative integer powers are not allowed (x is {x.dtype}, y = {y!r}), as in "
+                         f"NumPy; use a float base (x.astype(float) ** y) or float_power")
     if isinstance(y, (int, float)) and not isinstance(y, bool) and float(y).is_integer() and builtins.abs(y) <= 4 and isinstance(x, Node):
         n = int(y)
         if n == 0:
@@ -117,8 +126,9 @@ def power(x: Any, y: Any) -> Any:
         for _ in range(builtins.abs(n) - 1):
             out = multiply(out, base)
         return out
-    if isinstance(y, (int, _np.integer)) and not isinstance(y, bool) and isinstance(x, Node) and x.dtype.kind in "iu":
-        return L.binary("pow", x, y)
+    if (isinstance(x, Node) and x.dtype.kind in "iu" and not isinstance(y, (bool, _np.bool_))
+            and (y.dtype.kind if isinstance(y, Node) else _np.asarray(y).dtype.kind) in "iu"):
+        return L.binary("pow", x, y)  # integer ** integer stays integer, as in NumPy
     return L.binary("pow", x, y, float_op=True)
 
 

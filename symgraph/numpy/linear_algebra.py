@@ -115,12 +115,28 @@ def einsum(spec: str, *operands: Any, optimize: Any = None) -> Any:
 
 
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
-    """Tensor dot product via einsum."""
+    """Tensor dot product via einsum: sums a's `axes[0]` against b's `axes[1]` (or a's last and b's first `axes`).
+
+    Raises:
+        ShapeError: axes out of range, unequal axis counts, or summed axes of different sizes (NumPy:
+            "shape-mismatch for sum").
+    """
     na, nb = _ndim(a), _ndim(b)
-    if isinstance(axes, int):
+    sa, sb = _shape(a), _shape(b)
+    if isinstance(axes, (int, _np.integer)):
+        if not 0 <= axes <= min(na, nb):
+            raise ShapeError(f"tensordot: axes={axes} for operands of {na} and {nb} dimensions")
         ax_a, ax_b = list(range(na - axes, na)), list(range(axes))
     else:
         ax_a, ax_b = [list(v) if isinstance(v, (list, tuple)) else [v] for v in axes]
+    if len(ax_a) != len(ax_b):
+        raise ShapeError(f"tensordot: {len(ax_a)} axes of a ({ax_a}) against {len(ax_b)} of b ({ax_b})")
+    for i, j in zip(ax_a, ax_b):
+        if not (-na <= i < na and -nb <= j < nb):
+            raise ShapeError(f"tensordot: axis pair ({i}, {j}) is out of range for shapes {sa} and {sb}")
+        if sa[i] != sb[j]:
+            raise ShapeError(f"tensordot: shape mismatch for sum: a's axis {i} has size {sa[i]}, b's axis {j} has "
+                             f"size {sb[j]} (shapes {sa} and {sb})")
     letters = iter("abcdefghijklmnopqrstuvwxyz")
     ta = [next(letters) for _ in range(na)]
     tb = [next(letters) for _ in range(nb)]
