@@ -47,6 +47,10 @@ from .custom import custom_jvp, custom_vjp
 from .testing import check_grads, check_vjp_jvp
 from .eager import config
 from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, stop_gradient, value_and_grad, vjp
+from .derived import (
+    deriv, elementwise_grad, grad_named, hessian_tensor_product, hessian_vector_product, linearize, make_ggnvp,
+    make_hvp, make_jvp, make_vjp, tensor_jacobian_product, vector_jacobian_product,
+)
 from .tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 
 __version__ = "0.1.0"
@@ -55,6 +59,8 @@ __all__ = [
     "trace", "Graph", "Node", "Builder", "evaluate", "numpy", "viz", "nn", "optim", "random",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient",
     "vmap", "custom_vjp", "custom_jvp", "config", "check_vjp_jvp",
+    "elementwise_grad", "deriv", "grad_named", "make_vjp", "make_jvp", "linearize", "vector_jacobian_product",
+    "tensor_jacobian_product", "hessian_tensor_product", "hessian_vector_product", "make_hvp", "make_ggnvp",
     "compile", "CompiledFunction", "simplify", "check_grads",
     "checkpoint", "checkpoint_name", "saved_residuals", "print_saved_residuals", "apply_checkpoint",
     "checkpoint_stats", "Revolve", "checkpoint_policies", "everything_saveable", "nothing_saveable",

@@ -57,6 +57,7 @@ LAYERS = {
     # the user API: transformations of functions (on arrays they trace, simplify and evaluate), compile
     # and the backend it ships
     "symgraph.transforms": 8,
+    "symgraph.derived": 8,
     "symgraph.batching": 8,
     "symgraph.testing": 8,
     "symgraph.numpy_backend": 8,
