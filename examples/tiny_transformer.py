@@ -212,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         from tqdm import tqdm
     except ImportError:
         tqdm = None
-    bar = None if (tqdm is None or args.no_progress) else tqdm(total=args.steps, unit="step", leave=False)
+    bar = None if (tqdm is None or args.no_progress or not sys.stderr.isatty()) else tqdm(total=args.steps, unit="step", leave=False)
     val_losses = [(0, val_loss())]
     train_losses = []
     print(f"step     0: validation loss {val_losses[0][1]:.4f}")

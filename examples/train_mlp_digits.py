@@ -16,6 +16,7 @@ Run:  pip install -e ".[examples]" && python examples/train_mlp_digits.py
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any, Sequence
 
@@ -141,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         from tqdm import tqdm
     except ImportError:  # tqdm is in the examples extra; run without a bar if missing
         tqdm = None
-    bar = None if (tqdm is None or args.no_progress) else tqdm(total=total, unit="step", leave=False)
+    bar = None if (tqdm is None or args.no_progress or not sys.stderr.isatty()) else tqdm(total=total, unit="step", leave=False)
     step_time = 0.0
     n_steps = 0
     done = False

@@ -45,8 +45,9 @@ differentiate, simplify and checkpoint it, then print or draw the graph
 
 The function is named FILE.py:FUNC (FUNC may be dotted, e.g. Model.loss). It
 is called once on tracers of the shapes given by --shapes (one per positional
-argument) and the dtype given by --dtype; only shapes and dtypes matter, not
-values.
+argument, each with an optional :DTYPE, e.g. --shapes 64:int64 for integer
+labels) and the dtype given by --dtype for the others; only shapes and dtypes
+matter, not values.
 """
 
 _EPILOG = """\
@@ -55,6 +56,7 @@ examples:
   symgraph dump model.py:loss --shapes 3 --shapes 3 --grad --simplify -o grad.svg
   symgraph dump model.py:f --shapes '' --order 3 --format dot     3rd derivative of a scalar function
   symgraph stats model.py:loss --shapes 64,10 --shapes 10 --grad --checkpoint sqrt --compile
+  symgraph dump model.py:xent --shapes 64,10:float32 --shapes 64:int64 --grad   integer labels
 
 exit status: 0 ok, 1 error in the user's code (message and user line printed),
 2 bad usage.
@@ -71,6 +73,20 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+_ARG_DTYPES = ("float64", "float32", "int64", "int32", "bool")
+
+
+def _arg(text: str) -> tuple[tuple[int, ...], str | None]:
+    """One --shapes value: "D1,D2,..." with an optional ":DTYPE" (e.g. 64,10:float32 or 64:int64)."""
+    body, sep, dt = text.rpartition(":") if ":" in text else (text, "", "")
+    if sep:
+        dt = dt.strip().lower()
+        if dt not in _ARG_DTYPES:
+            raise argparse.ArgumentTypeError(f"bad dtype {dt!r} in {text!r}: use one of {', '.join(_ARG_DTYPES)}")
+        return _shape(body), dt
+    return _shape(text), None
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -102,11 +118,13 @@ def _argnums(text: str) -> tuple[int, ...]:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="FILE.py:FUNC",
                    help="the Python file and the function in it to trace (FUNC may be dotted: Class.method)")
-    p.add_argument("--shapes", "-s", action="append", type=_shape, default=[], metavar="D1,D2,...",
-                   help="shape of one positional argument, e.g. 3,4 for a 3x4 array; give it once per argument, "
-                        "in order ('' or 'scalar' for a 0-d argument). Default: every argument is a scalar")
+    p.add_argument("--shapes", "-s", action="append", type=_arg, default=[], metavar="D1,D2,...[:DTYPE]",
+                   help="shape of one positional argument, e.g. 3,4 for a 3x4 array, optionally with its dtype "
+                        "(64:int64 for integer labels; float64, float32, int64, int32, bool); give it once per "
+                        "argument, in order ('' or 'scalar' for a 0-d argument). Default: every argument is a "
+                        "scalar")
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
-                   help="dtype of every argument (default float64)")
+                   help="dtype of every argument without its own :DTYPE (default float64)")
     d = p.add_mutually_exclusive_group()
     d.add_argument("--grad", action="store_true",
                    help="trace sg.grad(FUNC) (FUNC must return a scalar) instead of FUNC")
@@ -227,7 +245,8 @@ def _checkpoint_strategy(text: str) -> Any:
 def _build(args: argparse.Namespace) -> tuple[Any, Callable, tuple]:
     """Load, transform and trace the function. Returns (graph, traced function, example args)."""
     f, fname = _load(args.target)
-    shapes = list(args.shapes)
+    shapes = [shape for shape, _ in args.shapes]
+    own_dtypes = [dt for _, dt in args.shapes]
     npos = _n_positional(f)
     if not shapes and npos is not None:
         shapes = [()] * npos[0]
@@ -238,8 +257,8 @@ def _build(args: argparse.Namespace) -> tuple[Any, Callable, tuple]:
     for a in args.argnums:
         if not -len(shapes) <= a < len(shapes):
             raise _UsageError(f"--argnums {a} is out of range for {len(shapes)} arguments")
-    dtype = np.dtype(args.dtype)
-    example = tuple(np.zeros(s, dtype) for s in shapes)
+    dtypes = [np.dtype(dt or args.dtype) for dt in own_dtypes] + [np.dtype(args.dtype)] * (len(shapes) - len(own_dtypes))
+    example = tuple(np.zeros(s, dt) for s, dt in zip(shapes, dtypes))
     nums = args.argnums[0] if len(args.argnums) == 1 else tuple(args.argnums)
     fn, label = f, fname
     if args.hessian:
@@ -257,7 +276,13 @@ def _build(args: argparse.Namespace) -> tuple[Any, Callable, tuple]:
             fn = sg.grad(fn, argnums=nums)
         label = fname if order == 0 else (f"grad({fname})" if order == 1 else f"grad{order}({fname})")
     strategy = _checkpoint_strategy(args.checkpoint) if args.checkpoint is not None else None
-    g = sg.trace(fn, *example, name=args.name or label)
+    try:
+        g = sg.trace(fn, *example, name=args.name or label)
+    except SymgraphError as e:
+        if not args.shapes and example:
+            e.message += ("\n  (no --shapes was given, so every argument was traced as a scalar; give --shapes "
+                          "once per argument, e.g. --shapes 64,10 --shapes 10)")
+        raise
     if args.simplify:
         g = sg.simplify(g)
     if args.checkpoint is not None:
@@ -329,7 +354,9 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         return EXIT_OK
     strategy = _checkpoint_strategy(args.checkpoint) if args.checkpoint is not None else None
     rng = np.random.default_rng(0)
-    real = tuple(rng.standard_normal(x.shape).astype(x.dtype) for x in example)
+    real = tuple(rng.standard_normal(x.shape).astype(x.dtype) if x.dtype.kind == "f" else
+                 (rng.random(x.shape) < 0.5) if x.dtype.kind == "b" else rng.integers(0, 2, x.shape).astype(x.dtype)
+                 for x in example)
     t0 = time.perf_counter()
     cf = sg.compile(fn, backend=args.backend, checkpoint=strategy)
     cf(*real)

@@ -42,6 +42,9 @@ MODEL = textwrap.dedent("""\
     def vector(x):
         return x * 2.0
 
+    def picked(logits, labels):
+        return np.sum(logits[np.arange(logits.shape[0]), labels] ** 2)
+
     class Model:
         @staticmethod
         def loss(w):
@@ -236,3 +239,21 @@ def test_console_script_matches_module(model):
     a = subprocess.run([exe, *args], check=False, capture_output=True, timeout=120)
     b = run(*args)
     assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
+
+
+def test_per_argument_dtypes_let_integer_labels_through(model):
+    r = run("dump", f"{model}:picked", "--shapes", "4,3:float32", "--shapes", "4:int64", "--grad")
+    assert r.returncode == 0, err(r)
+    text = out(r)
+    assert "float32[4,3]" in text and "int64[4]" in text
+    r = run("stats", f"{model}:picked", "--shapes", "4,3", "--shapes", "4:int64", "--grad", "--compile")
+    assert r.returncode == 0, err(r)
+    assert "compiled" in out(r)
+    r = run("dump", f"{model}:picked", "--shapes", "4,3:int8", "--shapes", "4")
+    assert r.returncode == 2 and "bad dtype 'int8'" in err(r)
+
+
+def test_missing_shapes_for_an_array_function_says_to_give_them(model):
+    r = run("dump", f"{model}:bad_matmul")
+    assert r.returncode != 0
+    assert "no --shapes was given" in err(r) and "model.py" in err(r)
