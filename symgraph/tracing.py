@@ -384,6 +384,35 @@ def _memory_attribute(name: str) -> Callable:
     return get
 
 
+def _to_ndarray_error(self: Node, *a: Any, **k: Any) -> Any:
+    """`__array__`: NumPy wants an ndarray of a traced value; the message names the traced spelling.
+
+    np.r_/np.c_ (index tricks) and np.array/np.asarray convert before any protocol sees the tracer.
+    """
+    f = sys._getframe(1)
+    tricks = False
+    for _ in range(4):
+        if f is None:
+            break
+        if f.f_code.co_filename.endswith(("_index_tricks_impl.py", "index_tricks.py")):
+            tricks = True
+            break
+        f = f.f_back
+    if tricks:
+        fix = ("np.r_[...] and np.c_[...] convert every item to a NumPy array before symgraph sees it; write "
+               "np.concatenate([a, b]) (np.r_) or np.column_stack([a, b]) (np.c_), or use symgraph.numpy.r_ / c_, "
+               "which trace.")
+    else:
+        fix = ("np.array([x, y]) / np.asarray of a traced value or of a list of them cannot return a traced value "
+               "(NumPy converts first): write np.stack([x, y]) (or symgraph.numpy.array / asarray, which trace), "
+               "drop np.asarray(x) on a value that is already an array, or return the value from the function. "
+               "Functions that take a traced value as a size (np.arange(n), np.zeros(n)) need it concrete: "
+               + _STATIC_FIX)
+    raise TracerConversionError(f"conversion to a NumPy array (np.asarray / np.array) needs a concrete value, but "
+                                f"this is a traced value of shape {self.shape} and dtype {self.dtype} (op "
+                                f"{self.op.name}). {fix}")
+
+
 def _reshape_method(self: Node, *shape: Any, **kw: Any) -> Any:
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
         shape = tuple(shape[0])
@@ -665,10 +694,7 @@ def _array_interface() -> dict[str, Callable]:
         "__index__": _conversion_error("Using a traced value as a Python integer (range(n), a list index, a shape)",
                                        "Use integer-array indexing (x[idx] with an integer array) for gathers. "
                                        + _STATIC_FIX),
-        "__array__": _conversion_error("np.asarray() / conversion to a NumPy array (also np.arange(n), np.zeros(n) "
-                                       "and other functions that take a traced value as a size)",
-                                       "Use NumPy functions on the traced value directly (they trace), or return "
-                                       "it from the function. " + _STATIC_FIX),
+        "__array__": _to_ndarray_error,
         "__array_ufunc__": _array_ufunc, "__array_function__": _array_function,
         "__getitem__": _getitem_method, "__setitem__": _setitem, "__len__": _len, "__iter__": _iter,
         "item": _conversion_error(".item()", _KEEP_FIX), "tolist": _conversion_error(".tolist()", _KEEP_FIX),
