@@ -321,12 +321,12 @@ def f_add_where(x):
     return np.add(x, 1.0, where=x > 0)  # @addwhere
 
 
-def f_cumsum(x):
-    return np.cumsum(x)  # @cumsum
+def f_cumsum(x):  # np.cumsum traces since issue 17; np.histogram has no rule
+    return np.histogram(x)  # @cumsum
 
 
-def f_sortfn(x):
-    return np.sort(x)  # @sortfn
+def f_sortfn(x):  # np.sort traces since issue 17; np.unique has no rule
+    return np.unique(x)  # @sortfn
 
 
 def f_inv(x):
@@ -473,8 +473,8 @@ INSIDE = [
     (f_sum_out, U, "sumout", ["np.sum", "out"]),
     (f_sum_where, U, "sumwhere", ["np.sum", "where"]),
     (f_add_where, U, "addwhere", ["np.add", "where"]),
-    (f_cumsum, U, "cumsum", ["np.cumsum"]),
-    (f_sortfn, U, "sortfn", ["np.sort"]),
+    (f_cumsum, U, "cumsum", ["np.histogram"]),
+    (f_sortfn, U, "sortfn", ["np.unique"]),
     (f_inv, U, "inv", ["linalg.inv"]),
     (f_arctan, U, "arctan", ["np.arctan"]),
     (f_ufunc_at, U, "ufuncat", ["np.add.at"]),

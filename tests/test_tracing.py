@@ -150,8 +150,8 @@ def test_float_on_tracer_raises():
 
 
 def test_unsupported_numpy_function_names_it():
-    with pytest.raises(sg.UnsupportedOpError, match="np.cumsum"):
-        sg.trace(lambda x: np.cumsum(x), V)
+    with pytest.raises(sg.UnsupportedOpError, match="np.histogram"):
+        sg.trace(lambda x: np.histogram(x), V)
     with pytest.raises(sg.UnsupportedOpError, match="arctan2"):
         sg.trace(lambda x: np.arctan2(x, x), V)
 

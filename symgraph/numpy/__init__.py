@@ -32,4 +32,5 @@ from .linear_algebra import *  # noqa: F401,F403
 from .logic import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403
 from .reductions import *  # noqa: F401,F403
+from .structural import *  # noqa: F401,F403
 from .tables import FUNCTIONS, UFUNCS  # noqa: F401

@@ -21,47 +21,63 @@ __all__ = [
 ]
 
 
-def reshape(x: Any, shape: Any, order: str = "C") -> Any:
-    """x with a new shape (C order only)."""
+def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None) -> Any:
+    """a with a new shape (C order only); `newshape=` is NumPy's older spelling of `shape`."""
     if order != "C":
         raise UnsupportedOpError(f"reshape(order={order!r}) is not supported")
-    return L.reshape(x, shape)
+    if shape is None:
+        shape = newshape
+    if shape is None:
+        raise ShapeError("reshape: a shape is required")
+    return L.reshape(a, shape)
 
 
-def ravel(x: Any) -> Any:
-    """x flattened (C order)."""
-    return L.reshape(x, (-1,))
+def ravel(a: Any, order: str = "C") -> Any:
+    """a flattened (C order only)."""
+    if order not in ("C", "K", "A"):
+        raise UnsupportedOpError(f"ravel(order={order!r}) is not supported")
+    return L.reshape(a, (-1,))
 
 
 flatten = ravel
 
 
-def transpose(x: Any, axes: Any = None) -> Any:
+def transpose(a: Any, axes: Any = None) -> Any:
     """Permute axes (reverse when axes is None)."""
-    return L.transpose(x, axes)
+    return L.transpose(a, axes)
 
 
-def swapaxes(x: Any, a: int, b: int) -> Any:
-    """Swap two axes."""
-    nd = _ndim(x)
-    (a,), (b,) = normalize_axes(a, nd, op="swapaxes"), normalize_axes(b, nd, op="swapaxes")
+def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
+    """Swap two axes (NumPy's names: axis1, axis2)."""
+    nd = _ndim(a)
+    (i,), (j,) = normalize_axes(axis1, nd, op="swapaxes"), normalize_axes(axis2, nd, op="swapaxes")
     perm = list(range(nd))
-    perm[a], perm[b] = perm[b], perm[a]
-    return L.transpose(x, perm)
+    perm[i], perm[j] = perm[j], perm[i]
+    return L.transpose(a, perm)
 
 
-def moveaxis(x: Any, source: int, destination: int) -> Any:
-    """Move one axis to a new position."""
-    nd = _ndim(x)
-    (source,), (destination,) = normalize_axes(source, nd, op="moveaxis"), normalize_axes(destination, nd, op="moveaxis")
-    perm = [i for i in range(nd) if i != source]
-    perm.insert(destination, source)
-    return L.transpose(x, perm)
+def moveaxis(a: Any, source: Any, destination: Any) -> Any:
+    """Move axes to new positions (one axis, or sequences of equal length, as np.moveaxis)."""
+    nd = _ndim(a)
+    src = (source,) if isinstance(source, (int, _np.integer)) else tuple(source)
+    dst = (destination,) if isinstance(destination, (int, _np.integer)) else tuple(destination)
+    if len(src) != len(dst):
+        raise ShapeError("moveaxis: `source` and `destination` arguments must have the same number of elements")
+    src = tuple(normalize_axes(s, nd, op="moveaxis")[0] for s in src)
+    dst = tuple(normalize_axes(d, nd, op="moveaxis")[0] for d in dst)
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ShapeError("moveaxis: repeated axis")
+    perm = [i for i in range(nd) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        perm.insert(d, s)
+    return L.transpose(a, perm)
 
 
-def broadcast_to(x: Any, shape: Sequence[int]) -> Any:
-    """x broadcast to shape."""
-    return L.broadcast_to(x, shape)
+def broadcast_to(array: Any, shape: Sequence[int], subok: bool = False) -> Any:
+    """array broadcast to shape."""
+    if isinstance(shape, (int, _np.integer)):
+        shape = (int(shape),)
+    return L.broadcast_to(array, shape)
 
 
 def expand_dims(x: Any, axis: Any) -> Any:
@@ -88,12 +104,17 @@ def squeeze(x: Any, axis: Any = None) -> Any:
     return L.bind("squeeze", x, axes=axes)
 
 
-def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
-    """Join arrays along an existing axis (promoted to one dtype)."""
+def concatenate(arrays: Sequence[Any], axis: Any = 0, out: Any = None, *, dtype: Any = None,
+                casting: str = "same_kind") -> Any:
+    """Join arrays along an existing axis (promoted to one dtype, or to `dtype`; flattened when axis is None)."""
+    if out is not None:
+        raise UnsupportedOpError("concatenate(out=...) writes in place, which tracing does not support")
     arrays = list(arrays)
     if not arrays:
         raise ShapeError("concatenate needs at least one array")
-    dtype = L.result_dtype(*arrays)
+    if axis is None:
+        arrays, axis = [ravel(a) if isinstance(a, Node) else _np.ravel(a) for a in arrays], 0
+    dtype = L.result_dtype(*arrays) if dtype is None else _np.dtype(dtype)
     nd = _ndim(arrays[0])
     if nd == 0:
         raise ShapeError("zero-dimensional arrays cannot be concatenated")
@@ -104,15 +125,18 @@ def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
     return L.bind("concatenate", *arrays, axis=ax)
 
 
-def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
+def stack(arrays: Sequence[Any], axis: int = 0, out: Any = None, *, dtype: Any = None,
+          casting: str = "same_kind") -> Any:
     """Join arrays along a new axis."""
+    if out is not None:
+        raise UnsupportedOpError("stack(out=...) writes in place, which tracing does not support")
     arrays = list(arrays)
     if not arrays:
         raise ShapeError("stack needs at least one array")
     shapes = {_shape(a) for a in arrays}
     if len(shapes) != 1:
         raise ShapeError(f"stack: all input arrays must have the same shape, got {sorted(shapes)}")
-    return concatenate([expand_dims(a, axis) for a in arrays], axis=axis)
+    return concatenate([expand_dims(a, axis) for a in arrays], axis=axis, dtype=dtype)
 
 
 def hstack(arrays: Sequence[Any]) -> Any:

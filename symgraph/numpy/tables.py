@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import arithmetic, base, creation, elementary, layout, linear_algebra, logic, nn, reductions
+from . import arithmetic, base, creation, elementary, layout, linear_algebra, logic, nn, reductions, structural
 
 MODULES: tuple[ModuleType, ...] = (
-    arithmetic, elementary, logic, reductions, layout, creation, linear_algebra, nn, base,
+    arithmetic, elementary, logic, reductions, layout, creation, linear_algebra, nn, base, structural,
 )
 
 
