@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import numpy as _np
@@ -71,7 +72,8 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
     axes = normalize_axes(axis, _ndim(x), op="var")
     n = int(_np.prod([_shape(x)[a] for a in axes], dtype=_np.int64))
     d = subtract(x, mean(x, axis, keepdims=True))
-    return divide(sum(multiply(d, d), axis, keepdims), _np.asarray(n - ddof, dtype=x.dtype))
+    # NumPy divides by max(n - ddof, 0): a ddof >= n gives inf (or nan for 0 / 0), never a negative variance
+    return divide(sum(multiply(d, d), axis, keepdims), _np.asarray(builtins.max(n - ddof, 0), dtype=x.dtype))
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
@@ -83,7 +85,8 @@ def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
     """
     v = var(x, axis, keepdims, ddof)
     pos = greater(v, 0.0)
-    return where(pos, sqrt(where(pos, v, 1.0)), 0.0)
+    # elsewhere v is 0 or NaN (a NaN input, or 0 / 0 for ddof = n): v * 0 is that value, with derivative 0
+    return where(pos, sqrt(where(pos, v, 1.0)), multiply(v, 0.0))
 
 
 def argmax(x: Any, axis: Any = None) -> Any:
