@@ -346,8 +346,8 @@ def f_accumulate(x):
     return np.add.accumulate(x)  # @accumulate
 
 
-def f_norm1(x):
-    return np.linalg.norm(x, ord=1)  # @norm1
+def f_norm1(x):  # norm(ord=1) traces since issue 17; the nuclear norm needs an SVD
+    return np.linalg.norm(x, ord="nuc")  # @norm1
 
 
 def f_reshape_f(x):
@@ -362,8 +362,8 @@ def f_where1(x):
     return np.where(x > 0)  # @where1
 
 
-def f_einsum_interleaved(x):
-    return np.einsum(x, [0, 1], [1])  # @einsumint
+def f_einsum_interleaved(x):  # the interleaved form traces since issue 17; out= does not
+    return np.einsum(x, [0, 1], [1], out=np.empty(3))  # @einsumint
 
 
 def f_int_floordiv(x):
@@ -479,11 +479,11 @@ INSIDE = [
     (f_arctan, U, "arctan", ["np.arctan"]),
     (f_ufunc_at, U, "ufuncat", ["np.add.at"]),
     (f_accumulate, U, "accumulate", ["np.add.accumulate"]),
-    (f_norm1, U, "norm1", ["norm", "ord=1"]),
+    (f_norm1, U, "norm1", ["norm", "ord='nuc'"]),
     (f_reshape_f, U, "reshapeF", ["order='F'"]),
     (f_boolmask, U, "boolmask", ["boolean mask", "np.where"]),
     (f_where1, U, "where1", ["np.where", "one argument"]),
-    (f_einsum_interleaved, U, "einsumint", ["einsum", "interleaved"]),
+    (f_einsum_interleaved, U, "einsumint", ["einsum", "out="]),
     (f_int_floordiv, U, "floordiv", ["floor_divide", "integer"]),
     (f_add_shapes, S, "addshapes", ["add", "(2, 3)", "(4,)"]),
     (f_matmul, S, "matmul", ["matmul", "(2, 3)"]),

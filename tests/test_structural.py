@@ -111,6 +111,27 @@ ROWS = [
     ("sliding_window_view", lambda x: swv(x, 3) @ np.array([1.0, -2.0, 0.5]), [((6,),), ((3,),)], True),
     ("sliding_window_view_2d", lambda x: swv(x, (2, 2)).sum((-1, -2)) ** 2, [((3, 4),)], True),
     ("sliding_window_view_axis", lambda x: swv(x, 2, axis=0) * 1.5, [((4, 3),)], True),
+    # linear algebra forms (numpy/linear_algebra.py)
+    ("einsum_interleaved", lambda a, b: np.einsum(a, [0, 1], b, [2, 1], [0, 2]), [((3, 4), (2, 4))], True),
+    ("einsum_interleaved_implicit", lambda a, b: np.einsum(a, [1, 0], b, [1, 2]), [((3, 4), (3, 2))], True),
+    ("einsum_interleaved_ellipsis", lambda a, b: np.einsum(a, [Ellipsis, 1], b, [0, 1], [Ellipsis, 0]),
+     [((2, 3, 4), (5, 4))], True),
+    ("einsum_diag", lambda x: np.einsum("ii->i", x), [((4, 4),), ((1, 1),), ((0, 0),)], True),
+    ("einsum_trace", lambda x: np.einsum("ii", x), [((4, 4),)], True),
+    ("einsum_diag_batched", lambda x: np.einsum("bii->bi", x), [((2, 3, 3),)], True),
+    ("einsum_repeated_mixed", lambda a, b: np.einsum("iji,j->i", a, b), [((3, 2, 3), (2,))], True),
+    ("einsum_interleaved_diag", lambda x: np.einsum(x, [0, 0], [0]), [((3, 3),)], True),
+    ("norm_vec", lambda x: np.stack([np.linalg.norm(x, o) for o in (None, 2, 1, -1, np.inf, -np.inf, 3, 0.5, -2)]),
+     [((5,),), ((1,),)], True),
+    ("norm_vec_axis", lambda x: np.linalg.norm(x, 3, axis=1, keepdims=True), [((3, 4),)], True),
+    ("norm_count", lambda x: np.linalg.norm(np.where(x > 0, x, 0.0), 0), [((6,),)], False),
+    ("norm_mat", lambda x: np.stack([np.linalg.norm(x, o) for o in (None, "fro", 1, -1, np.inf, -np.inf)]),
+     [((3, 4),), ((1, 1),)], True),
+    ("norm_mat_axes", lambda x: np.stack([np.linalg.norm(x, o, axis=(2, 0)) for o in ("fro", 1, -1, np.inf, -np.inf)]),
+     [((2, 3, 4),)], True),
+    ("norm_nd", lambda x: np.linalg.norm(x), [((2, 3, 4),), ((),), ((0,),)], True),
+    ("dot_nd", lambda a, b: np.dot(a, b), [((2, 3), (4, 3, 5)), ((2, 2, 3), (2, 3, 4)), ((3,), (2, 3, 2))], True),
+    ("dot_nd_vec", lambda a, b: np.dot(a, b), [((2, 3, 4), (4,))], True),
 ]
 
 IDS = [r[0] for r in ROWS]
@@ -295,6 +316,25 @@ def test_add_at_and_maximum_at_functional():
     want = m.copy()
     np.add.at(want, [0, 0, 2], 1.5)
     np.testing.assert_array_equal(sg.trace(lambda x: snp.add_at(x, [0, 0, 2], 1.5), m).evaluate(m), want)
+
+
+def test_norm_conventions_at_zero_and_unsupported_ords():
+    z = np.zeros(3)
+    for o in (None, 2, 1, np.inf, 3):
+        np.testing.assert_array_equal(sg.grad(lambda v, o=o: np.linalg.norm(v, o))(z), z)
+    m = np.array([[1.0, -2.0], [3.0, 4.0]])
+    for o in (2, -2, "nuc"):
+        with pytest.raises(UnsupportedOpError, match="singular values"):
+            sg.trace(lambda v, o=o: np.linalg.norm(v, o), m)
+    with pytest.raises(ShapeError):
+        sg.trace(lambda v: np.linalg.norm(v, 1), np.ones((2, 2, 2)))
+    i = np.arange(6).reshape(2, 3)
+    assert sg.trace(lambda v: np.linalg.norm(v, 1), i).evaluate(i) == np.linalg.norm(i, 1)
+
+
+def test_dot_nd_shape_error():
+    with pytest.raises(ShapeError, match="not aligned"):
+        sg.trace(lambda a: np.dot(a, np.ones((2, 4, 3))), np.ones((2, 3)))
 
 
 def test_errors_are_symgraph_errors():

@@ -13,28 +13,100 @@ import numpy as _np
 from .. import lax as L
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir import Node
-from .arithmetic import multiply
+from ..ops.core import normalize_axes
+from .arithmetic import abs as _abs, multiply, power
 from .base import _ndim, _shape
 from .elementary import sqrt
 from .layout import ravel, reshape
-from .logic import greater, where
-from .reductions import sum
+from .logic import greater, not_equal, where
+from .reductions import max as _max, min as _min, sum
+from .structural import diagonal
 
 __all__ = ["dot", "einsum", "inner", "linalg", "matmul", "norm", "outer", "tensordot", "vdot"]
 
 
-def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
-    """Euclidean norm sqrt(sum(x**2)); its derivative at 0 is taken as 0 (a subgradient).
-
-    Raises:
-        UnsupportedOpError: for ord other than None/2/'fro'.
-    """
-    if ord not in (None, 2, "fro"):
-        raise UnsupportedOpError(f"norm(ord={ord!r}) is not supported; only the Euclidean/Frobenius norm")
-    s = sum(multiply(x, x), axis, keepdims)
-    # sqrt(s) with a safe derivative at s = 0: where(s > 0, sqrt(s), 0) on a guarded input.
+def _safe_sqrt(s: Any) -> Any:
+    """sqrt(s) with derivative 0 at s = 0 (a subgradient of the norm at 0): where(s > 0, sqrt(guarded s), 0)."""
     pos = greater(s, 0.0)
     return where(pos, sqrt(where(pos, s, 1.0)), 0.0)
+
+
+def _keep(out: Any, shape: tuple, axes: tuple, keepdims: bool) -> Any:
+    if not keepdims:
+        return out
+    return reshape(out, tuple(1 if i in axes else d for i, d in enumerate(shape)))
+
+
+def _vector_norm(x: Any, ord: Any, ax: int) -> Any:
+    if ord is None or ord == 2:
+        return _safe_sqrt(sum(multiply(x, x), ax))
+    if isinstance(ord, str):
+        raise ShapeError(f"norm: invalid norm order {ord!r} for vectors")
+    if ord == _np.inf:
+        return _max(_abs(x), ax)
+    if ord == -_np.inf:
+        return _min(_abs(x), ax)
+    if ord == 0:
+        return sum(L.cast(not_equal(x, 0.0), x.dtype), ax)
+    if ord == 1:
+        return sum(_abs(x), ax)
+    p = float(ord)
+    s = sum(power(_abs(x), p), ax)
+    if p > 0:
+        # s ** (1/p) with derivative 0 at s = 0, as the Euclidean norm's
+        pos = greater(s, 0.0)
+        return where(pos, power(where(pos, s, 1.0), 1.0 / p), 0.0)
+    return power(s, 1.0 / p)
+
+
+def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
+    """np.linalg.norm: vector norms (every ord) over one axis, matrix norms (None/'fro', 1, -1, inf, -inf)
+    over two; with axis None, a 1-d or 2-d x picks by its rank (any rank for ord None: the 2-norm of the
+    flattened x).
+
+    Conventions at kinks: |x| has derivative sign(x) (0 at 0); the 2-norm, 'fro' and p-norms (p > 0) have
+    derivative 0 at x = 0; max/min of several equal entries (ord=inf, -inf and the matrix 1/inf norms)
+    share the derivative equally. ord=0 counts nonzeros (zero derivative). Integers give float64.
+
+    Raises:
+        UnsupportedOpError: the matrix norms that need singular values (2, -2, 'nuc').
+        ShapeError: an invalid ord, or axes that do not fit x.
+    """
+    if not isinstance(x, Node):
+        return _np.linalg.norm(x, ord, axis, keepdims)
+    if x.dtype.kind != "f":
+        x = L.cast(x, _np.float64)
+    nd = x.ndim
+    if axis is None:
+        if ord is None or (ord in ("f", "fro") and nd == 2) or (ord == 2 and nd == 1):
+            out = _safe_sqrt(sum(multiply(x, x)))
+            return reshape(out, (1,) * nd) if keepdims else out
+        if nd not in (1, 2):
+            raise ShapeError("norm: improper number of dimensions to norm")
+        axis = tuple(range(nd))
+    ax_list = [axis] if isinstance(axis, (int, _np.integer)) else list(axis)
+    ax_list = [normalize_axes(int(a), nd, op="norm")[0] for a in ax_list]
+    if len(ax_list) == 1:
+        return _keep(_vector_norm(x, ord, ax_list[0]), x.shape, tuple(ax_list), keepdims)
+    if len(ax_list) != 2:
+        raise ShapeError("norm: improper number of dimensions to norm")
+    r, c = ax_list
+    if r == c:
+        raise ShapeError("norm: duplicate axes given")
+    if ord in (2, -2, "nuc"):
+        raise UnsupportedOpError(f"norm(ord={ord!r}) of a matrix needs singular values (an SVD), which symgraph "
+                                 f"does not have yet")
+    if ord is None or ord in ("fro", "f"):
+        out = _safe_sqrt(sum(multiply(x, x), (r, c)))
+    elif ord in (1, -1):
+        red = _max if ord == 1 else _min
+        out = red(sum(_abs(x), r), c - 1 if c > r else c)
+    elif ord in (_np.inf, -_np.inf):
+        red = _max if ord == _np.inf else _min
+        out = red(sum(_abs(x), c), r - 1 if r > c else r)
+    else:
+        raise ShapeError(f"norm: invalid norm order {ord!r} for matrices")
+    return _keep(out, x.shape, (r, c), keepdims)
 
 
 def matmul(a: Any, b: Any) -> Any:
@@ -42,13 +114,23 @@ def matmul(a: Any, b: Any) -> Any:
     return L.matmul(a, b)
 
 
-def dot(a: Any, b: Any) -> Any:
-    """np.dot for 0-d, 1-d and 2-d operands (and N-d @ 1-d)."""
+def dot(a: Any, b: Any, out: Any = None) -> Any:
+    """np.dot: a product for 0-d operands, matmul up to 2-d b, and for N-d b the sum over a's last axis
+    and b's second-to-last (shape a.shape[:-1] + b.shape[:-2] + b.shape[-1:]).
+
+    Raises:
+        ShapeError: the summed axes differ in length. UnsupportedOpError: out=.
+    """
+    if out is not None:
+        raise UnsupportedOpError("dot(out=...) writes in place, which tracing does not support")
     if _ndim(a) == 0 or _ndim(b) == 0:
         return multiply(a, b)
-    if _ndim(b) <= 2 or _ndim(a) <= 2 and _ndim(b) <= 2:
+    if _ndim(b) <= 2:
         return L.matmul(a, b)
-    raise UnsupportedOpError("np.dot with an operand of more than 2 dimensions is not supported; use matmul or einsum")
+    if _shape(a)[-1] != _shape(b)[-2]:
+        raise ShapeError(f"dot: shapes {_shape(a)} and {_shape(b)} not aligned: {_shape(a)[-1]} (dim {_ndim(a) - 1}) "
+                         f"!= {_shape(b)[-2]} (dim {_ndim(b) - 2})")
+    return tensordot(a, b, axes=([-1], [-2]))
 
 
 def vdot(a: Any, b: Any) -> Any:
@@ -68,25 +150,96 @@ def outer(a: Any, b: Any) -> Any:
     return multiply(reshape(ravel(a), (-1, 1)), reshape(ravel(b), (1, -1)))
 
 
-def einsum(spec: str, *operands: Any, optimize: Any = None) -> Any:
-    """Einstein summation. Implicit outputs and '...' are normalized to an explicit spec."""
-    if not isinstance(spec, str):
-        raise UnsupportedOpError("einsum in the interleaved (operand, sublist) form is not supported")
+_SUBLIST_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist_spec(args: tuple) -> tuple[str, list]:
+    """The string spec and the operands of einsum's interleaved form (op0, sub0, op1, sub1, ..., [subout])."""
+    operands, subs = list(args[0::2]), list(args[1::2])
+    out = None
+    if len(operands) > len(subs):  # a trailing output sublist sits at an even position
+        out = operands.pop()
+        if not isinstance(out, (list, tuple)):
+            raise ShapeError("einsum: an operand without a sublist (the interleaved form is op, sublist, ...)")
+
+    def term(sub: Any) -> str:
+        t = []
+        for k in sub:
+            if k is Ellipsis:
+                t.append("...")
+            elif isinstance(k, (int, _np.integer)) and 0 <= int(k) < len(_SUBLIST_LETTERS):
+                t.append(_SUBLIST_LETTERS[int(k)])
+            else:
+                raise ShapeError(f"einsum: subscript {k!r} in a sublist must be an integer in [0, 52) or Ellipsis")
+        return "".join(t)
+
+    terms = [term(sb) for sb in subs]
+    if out is None:
+        # implicit output: the labels that appear once, in increasing order of their integers
+        counts: dict[int, int] = {}
+        for sb in subs:
+            for k in sb:
+                if k is not Ellipsis:
+                    counts[int(k)] = counts.get(int(k), 0) + 1
+        out_t = ("..." if any(Ellipsis in list(sb) for sb in subs) else "") + \
+            "".join(_SUBLIST_LETTERS[k] for k in sorted(counts) if counts[k] == 1)
+    else:
+        out_t = term(out)
+    return ",".join(terms) + "->" + out_t, operands
+
+
+def _take_repeated_diagonals(terms: list[str], ops: list) -> tuple[list[str], list]:
+    """Operands with an index repeated inside their own term replaced by their diagonal (np.diagonal)."""
+    new_terms, new_ops = [], []
+    for t, o in zip(terms, ops):
+        while len(set(t)) < len(t):
+            c = next(ch for ch in t if t.count(ch) > 1)
+            p = t.index(c)
+            q = t.index(c, p + 1)
+            if _shape(o)[p] != _shape(o)[q]:
+                raise ShapeError(f"einsum: repeated index {c!r} in {t!r} has sizes {_shape(o)[p]} and {_shape(o)[q]}")
+            o = diagonal(o, 0, p, q)
+            t = "".join(ch for k, ch in enumerate(t) if k not in (p, q)) + c
+        new_terms.append(t)
+        new_ops.append(o)
+    return new_terms, new_ops
+
+
+def einsum(*operands: Any, optimize: Any = None, out: Any = None, dtype: Any = None, order: str = "K",
+           casting: str = "safe") -> Any:
+    """Einstein summation: np.einsum's string form ('ij,jk->ik', implicit output, '...') and its
+    interleaved form (op0, [0, 1], op1, [1, 2], [0, 2]). An index repeated inside one operand takes its
+    diagonal first ('ii->i', 'ii' the trace, 'iij->j'), so every form differentiates.
+
+    Raises:
+        ShapeError: subscripts that do not fit the operands. UnsupportedOpError: out=.
+    """
+    if out is not None:
+        raise UnsupportedOpError("einsum(out=...) writes in place, which tracing does not support")
+    if not operands:
+        raise ShapeError("einsum: no operands")
+    if isinstance(operands[0], str):
+        spec, operands = operands[0], list(operands[1:])
+    else:
+        spec, operands = _sublist_spec(operands)
+    if not any(isinstance(o, Node) for o in operands):
+        return _np.einsum(spec, *operands, optimize=False if optimize is None else optimize,
+                          **({} if dtype is None else {"dtype": dtype}))
     spec = spec.replace(" ", "")
     if "->" not in spec:
         ins = spec
         letters = [c for c in ins.replace(",", "").replace(".", "")]
-        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+        out_t = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
         if "..." in ins:
-            out = "..." + out
-        spec = ins + "->" + out
-    ins, out = spec.split("->")
+            out_t = "..." + out_t
+        spec = ins + "->" + out_t
+    ins, out_t = spec.split("->")
     terms = ins.split(",")
     if len(terms) != len(operands):
         raise ShapeError(f"einsum: spec {spec!r} names {len(terms)} operands, got {len(operands)}")
     if "..." in spec:
         used = set(spec) - {".", ",", "-", ">"}
-        free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used]
+        free = [c for c in _SUBLIST_LETTERS[::-1] if c not in used]
         nell = builtins.max(_ndim(o) - (len(t) - 3) for t, o in zip(terms, operands) if "..." in t)
         ell = "".join(free[:nell])
         new_terms = []
@@ -96,22 +249,25 @@ def einsum(spec: str, *operands: Any, optimize: Any = None) -> Any:
                 t = t.replace("...", ell[nell - k:])
             new_terms.append(t)
         terms = new_terms
-        out = out.replace("...", ell)
-        spec = ",".join(terms) + "->" + out
-    dtype = L.result_dtype(*operands)
+        out_t = out_t.replace("...", ell)
+    dtype = L.result_dtype(*operands) if dtype is None else _np.dtype(dtype)
     ops = [L.cast(o, dtype) if isinstance(o, Node) else _np.asarray(o, dtype) for o in operands]
-    # broadcast size-1 dims of shared indices explicitly
-    dims: dict[str, int] = {}
     for t, o in zip(terms, ops):
         if len(t) != _ndim(o):
             raise ShapeError(f"einsum: operand with shape {_shape(o)} does not match subscripts {t!r}")
+    terms, ops = _take_repeated_diagonals(terms, ops)
+    if len(set(out_t)) < len(out_t):
+        raise ShapeError(f"einsum: output subscript {out_t!r} repeats an index")
+    # broadcast size-1 dims of shared indices explicitly
+    dims: dict[str, int] = {}
+    for t, o in zip(terms, ops):
         for c, d in zip(t, _shape(o)):
             if d != 1:
                 if dims.get(c, d) != d:
                     raise ShapeError(f"einsum: index {c!r} has sizes {dims[c]} and {d}")
                 dims[c] = d
     ops = [L.broadcast_to(o, tuple(dims.get(c, 1) for c in t)) for t, o in zip(terms, ops)]
-    return L.bind("einsum", *ops, spec=spec)
+    return L.bind("einsum", *ops, spec=",".join(terms) + "->" + out_t)
 
 
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
