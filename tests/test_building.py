@@ -52,6 +52,7 @@ SEQUENCES = [
 @pytest.mark.parametrize("name,f,args", SEQUENCES, ids=[s[0] for s in SEQUENCES])
 def test_array_from_sequences_matches_numpy(name, f, args):
     assert_same(traced(lambda *a: f(snp, *a), *args), f(np, *args))
+    assert_same(sg.compile(lambda *a: f(snp, *a))(*args), f(np, *args))
 
 
 def test_ragged_sequences_are_refused():
@@ -99,6 +100,10 @@ JOINING = [
     ("vstack a list", lambda a, b: np.vstack([b, [1.0, 2.0, 3.0]]), (A, B)),
     ("stack float32 and a number", lambda a, b: np.stack([a, 1.0]), (A.astype(np.float32)[0], B)),
     ("concatenate float32 and float64", lambda a, b: np.concatenate([a, b[0]]), (A.astype(np.float32), B)),
+    ("append to an empty array", lambda a, b: np.append(a[:0], b), (A, B)),
+    ("column_stack of empty columns", lambda a, b: np.column_stack([a[:0], b[0, :0]]), (A, B)),
+    ("atleast_2d of an empty array", lambda a, b: np.atleast_2d(a[:0]), (A, B)),
+    ("float32 column_stack", lambda a, b: np.column_stack([a, a]), (A.astype(np.float32), B)),
 ]
 
 
