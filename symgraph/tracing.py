@@ -445,6 +445,13 @@ def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: An
     if method != "__call__":
         raise UnsupportedOpError(f"np.{ufunc.__name__}.{method} has no rule")
     fn = snp.UFUNCS.get(ufunc.__name__)
+    if ufunc is not getattr(np, ufunc.__name__, None):  # not NumPy's ufunc: scipy.special's, by identity
+        from .scipy.special import ufunc_rule
+
+        fn = ufunc_rule(ufunc)
+        if fn is None:
+            raise UnsupportedOpError(f"{type(ufunc).__name__} {ufunc.__name__} (not a NumPy ufunc) has no rule "
+                                     f"in symgraph; see symgraph.scipy.special")
     if fn is None:
         raise UnsupportedOpError(f"np.{ufunc.__name__} has no rule in symgraph (no traced equivalent)")
     extra = set(kwargs) - {"dtype", "casting", "where"}

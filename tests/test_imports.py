@@ -47,6 +47,7 @@ LAYERS = {
     "symgraph.nn": 5,
     "symgraph.optim": 5,
     "symgraph.random": 5,
+    "symgraph.scipy": 5,  # SciPy's functions on traced values (tracing finds scipy.special's ufuncs there)
     # graph -> graph passes
     "symgraph.passes": 6,
     # running a graph: the argument rules and the NumPy reference evaluator
