@@ -234,3 +234,24 @@ def test_a_list_of_numbers_is_refused_with_the_fix():
     meant an array, and a tuple is the pytree spelling): see docs/compile.md, argument rules."""
     with pytest.raises(sg.DTypeError, match="np.asarray"):
         sg.grad(lambda p: p[0] * p[1])([1.0, 2.0])
+
+
+def test_namedtuples_dict_outputs_and_nested_jacobians_of_pytrees():
+    import collections
+
+    Params = collections.namedtuple("Params", "w b")
+    p = Params(np.array([1.0, -2.0]), 0.5)
+    g = sg.grad(lambda p: np.sum(p.w ** 2) * p.b)(p)
+    assert type(g) is Params
+    np.testing.assert_array_equal(g.w, [1.0, -2.0])
+    assert float(g.b) == 5.0
+    v, gc = sg.compile(sg.value_and_grad(lambda p: np.sum(p.w ** 2) * p.b))(p)
+    assert type(gc) is Params and float(v) == 2.5 and float(gc.b) == 5.0
+    (ct,) = sg.vjp(lambda d: {"o": d["a"] * d["b"]}, {"a": 2.0, "b": 3.0})[1]({"o": 1.0})
+    assert (float(ct["a"]), float(ct["b"])) == (3.0, 2.0)
+    h = sg.hessian(lambda d: d["a"] ** 2 * d["b"])({"a": 2.0, "b": 3.0})
+    assert float(h["a"]["a"]) == 6.0 and float(h["a"]["b"]) == 4.0 and float(h["b"]["b"]) == 0.0
+    jac = sg.jacobian(lambda d: np.stack([d["a"] * d["b"], d["b"]]))({"a": 2.0, "b": 3.0})
+    np.testing.assert_array_equal(jac["a"], [3.0, 0.0])
+    np.testing.assert_array_equal(jac["b"], [2.0, 1.0])
+    assert sg.grad(lambda d: d["a"] * 2.0)({"a": 1.0, "unused": None})["unused"] is None
