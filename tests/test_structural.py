@@ -399,3 +399,20 @@ def test_sort_of_a_long_row_compiles_and_differentiates():
     w = np.arange(3000.0)
     g = sg.compile(sg.grad(lambda v: np.sum(np.sort(v, axis=1) * w)))(x)
     np.testing.assert_array_equal(g, w[np.argsort(np.argsort(x, axis=1), axis=1)])
+
+
+def test_numpy_keyword_spellings_trace():
+    x = np.random.default_rng(1).standard_normal((2, 3, 4))
+    for f in [lambda v: np.swapaxes(v, axis1=0, axis2=2), lambda v: np.swapaxes(a=v, axis1=1, axis2=-1),
+              lambda v: np.moveaxis(v, source=[0, 1], destination=[-1, -2]), lambda v: np.reshape(v, shape=(4, 6)),
+              lambda v: np.transpose(a=v, axes=(2, 0, 1)), lambda v: np.expand_dims(a=v, axis=(0, 4)),
+              lambda v: np.squeeze(v[:1], axis=0), lambda v: np.take(a=v, indices=[1, 0], axis=1),
+              lambda v: np.take(v, [30, -30, 2], mode="clip"), lambda v: np.take(v, [30, -30, 2], axis=2, mode="wrap"),
+              lambda v: np.concatenate([v, v], axis=None), lambda v: np.stack([v, v], axis=-1, dtype=np.float32),
+              lambda v: np.broadcast_to(v[0, 0], shape=(3, 4)), lambda v: np.cumsum(a=v, axis=1),
+              lambda v: np.sort(v, axis=None), lambda v: np.flip(m=v, axis=1), lambda v: np.roll(v, shift=1, axis=2),
+              lambda v: np.pad(v, pad_width=((0, 0), (1, 1), (2, 0)), mode="edge"),
+              lambda v: np.diagonal(v, offset=1, axis1=1, axis2=2), lambda v: np.trace(v, axis1=1, axis2=2)]:
+        got, want = sg.trace(f, x).evaluate(x), f(x)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)  # cumsum: rounding of the doubling scan

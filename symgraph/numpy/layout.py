@@ -80,8 +80,9 @@ def broadcast_to(array: Any, shape: Sequence[int], subok: bool = False) -> Any:
     return L.broadcast_to(array, shape)
 
 
-def expand_dims(x: Any, axis: Any) -> Any:
+def expand_dims(a: Any, axis: Any) -> Any:
     """Insert size-1 axes at `axis` (positions in the result)."""
+    x = a
     nd = _ndim(x)
     axes = (axis,) if isinstance(axis, (int, _np.integer)) else tuple(axis)
     axes_n = normalize_axes(axes, nd + len(axes), op="expand_dims")
@@ -90,8 +91,9 @@ def expand_dims(x: Any, axis: Any) -> Any:
     return L.bind("expand_dims", x, axes=axes_n)
 
 
-def squeeze(x: Any, axis: Any = None) -> Any:
+def squeeze(a: Any, axis: Any = None) -> Any:
     """Drop size-1 axes (all of them when axis is None)."""
+    x = a
     shp = _shape(x)
     if axis is None:
         axes = tuple(i for i, d in enumerate(shp) if d == 1)
@@ -150,17 +152,32 @@ def vstack(arrays: Sequence[Any]) -> Any:
     return concatenate([reshape(a, (1, -1)) if _ndim(a) <= 1 else a for a in arrays], axis=0)
 
 
-def take(x: Any, indices: Any, axis: Any = None) -> Any:
-    """Integer-array gather along axis (flattened when axis is None)."""
+def take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> Any:
+    """Integer-array gather along axis (flattened when axis is None).
+
+    mode: "raise" (concrete out-of-range indices raise ShapeError; traced
+    ones clamp), "clip" or "wrap" (concrete indices only), as np.take.
+    """
+    if out is not None:
+        raise UnsupportedOpError("take(out=...) writes in place, which tracing does not support")
+    if mode not in ("raise", "clip", "wrap"):
+        raise UnsupportedOpError(f"take(mode={mode!r}): mode must be 'raise', 'clip' or 'wrap'")
+    x = a
     if axis is None:
         x = reshape(x, (-1,))
         axis = 0
     (ax,) = normalize_axes(axis, _ndim(x), op="take")
+    if isinstance(indices, Node) and mode == "wrap":
+        raise UnsupportedOpError("take(mode='wrap') with traced indices is not supported; take them modulo n first")
     if not isinstance(indices, Node):
         n = _shape(x)[ax]
         indices = _np.asarray(indices)
         if indices.dtype.kind not in "iu":
             raise DTypeError(f"take: indices must be integers, got {indices.dtype}")
+        if mode == "clip":
+            indices = _np.clip(indices, 0, max(n - 1, 0))
+        elif mode == "wrap" and n:
+            indices = _np.mod(indices, n)
         if indices.size and (indices.min() < -n or indices.max() >= n):
             raise ShapeError(f"take: index out of bounds for axis {ax} with size {n}")
         indices = _np.where(indices < 0, indices + n, indices).astype(_np.int64)
