@@ -13,8 +13,8 @@ name stops tracing).
 from __future__ import annotations
 
 import argparse
+import importlib
 import pathlib
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -100,7 +100,7 @@ def _public_name(key: Any) -> tuple[str, str]:
     if isinstance(key, str):
         if isinstance(getattr(_np, key, None), _np.ufunc):
             return f"np.{key}", "ufunc"
-        special = sys.modules.get("scipy.special")
+        special = _special()
         if special is not None and isinstance(getattr(special, key, None), _np.ufunc):
             return f"scipy.special.{key}", "ufunc"
         return key, "ufunc"
@@ -200,8 +200,17 @@ def _numpy_callable(key: Any) -> Callable | None:
         return key
     if isinstance(getattr(_np, key, None), _np.ufunc):
         return getattr(_np, key)
-    special = sys.modules.get("scipy.special")  # never imported here: SciPy stays optional
+    special = _special()
     return getattr(special, key, None) if special is not None else None
+
+
+def _special() -> Any:
+    """scipy.special, imported here on first need (the table is the same whichever tests ran before), or None
+    without SciPy (symgraph itself never imports it: only this development tool does)."""
+    try:
+        return importlib.import_module("scipy.special")
+    except ImportError:
+        return None
 
 
 def _facts_row(name: str, kind: str, module: str, g: Any, facts: dict) -> Row:
