@@ -244,9 +244,11 @@ def test_compiling_different_functions_concurrently():
 
 
 def test_regression_arena_pool_check_then_pop_race():
-    """codegen.runtime.Executable._call (and the generated fast path) take an arena with
-    `pool.pop() if pool else new()`: two threads can both see one pooled arena and the
-    second pop raises IndexError. Widen that window and call from 8 threads."""
+    """codegen.cpu.executable.Executable._call and the generated fast path took an arena with
+    `pool.pop() if pool else new()`: two threads could both see one pooled arena and the
+    second pop raised IndexError. They now pop first and allocate on IndexError (list.pop and
+    list.append are atomic under the GIL and in free-threaded CPython). Widen the old window
+    (a slow emptiness check, a late refill) and call both paths from 8 threads."""
     import time
 
     def f(x):
@@ -275,11 +277,15 @@ def test_regression_arena_pool_check_then_pop_race():
             list.append(self, a)
 
     exe._pool = SlowTruth([exe._arena()])
+    sig = cf._current()
+    if exe.fast is not None:  # the fast path binds the pool when it is generated: regenerate it
+        exe.fast = sig.fast = exe._make_fast()
     xs = np.asfortranarray(x)  # not C-contiguous: the checked path (Executable.run -> _call)
 
     def work(i):
         for _ in range(5):
             np.testing.assert_allclose(cf(xs), f(x), rtol=1e-10)
+            np.testing.assert_allclose(cf(x), f(x), rtol=1e-10)  # C-contiguous: the generated fast path
         return True
 
     assert all(run_threads(work))
