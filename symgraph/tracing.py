@@ -442,6 +442,12 @@ def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: An
         if red is None:
             raise UnsupportedOpError(f"np.{ufunc.__name__}.reduce has no rule")
         return getattr(snp, red)(*inputs, **kwargs)
+    if method == "at":  # np.add.at(a, i, b) writes into a and returns None: the functional forms return the result
+        name = ufunc.__name__
+        fix = (f"a = symgraph.numpy.{name}_at(a, indices, b), which returns the new array"
+               if hasattr(snp, f"{name}_at") else "symgraph.numpy.add_at / maximum_at or x.at[idx], which return it")
+        raise UnsupportedOpError(f"np.{name}.at writes into its first argument in place, which tracing does not "
+                                 f"support (traced values are immutable); use {fix}")
     if method != "__call__":
         raise UnsupportedOpError(f"np.{ufunc.__name__}.{method} has no rule")
     fn = snp.UFUNCS.get(ufunc.__name__)
@@ -713,15 +719,15 @@ def _array_interface() -> dict[str, Callable]:
         "at": lambda self: _AtIndexer(self),
     })
     for m in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "take", "var", "std", "clip", "squeeze",
-              "ravel", "flatten", "swapaxes"):
+              "ravel", "flatten", "swapaxes", "argpartition", "argsort", "cumprod", "cumsum", "diagonal", "repeat",
+              "trace"):
         api[m] = _method(m)
     for m in ("sort", "fill", "put", "resize", "itemset", "partition", "setfield"):
         api[m] = _inplace_method(m)
     # Every other public ndarray method and attribute raises, naming itself (test_tracer_methods checks the
     # list is whole).
-    for m in ("all", "any", "argpartition", "argsort", "byteswap", "choose", "compress", "cumprod", "cumsum",
-              "diagonal", "getfield", "nonzero", "repeat", "round", "searchsorted", "trace", "view", "dump", "dumps",
-              "tofile", "tobytes", "to_device", "setflags"):
+    for m in ("all", "any", "byteswap", "choose", "compress", "getfield", "nonzero", "round", "searchsorted", "view",
+              "dump", "dumps", "tofile", "tobytes", "to_device", "setflags"):
         api[m] = _no_rule_method(m)
     for m in ("base", "ctypes", "data", "flags", "flat", "strides", "device"):
         api[m] = _memory_attribute(m)

@@ -416,3 +416,13 @@ def test_numpy_keyword_spellings_trace():
         got, want = sg.trace(f, x).evaluate(x), f(x)
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)  # cumsum: rounding of the doubling scan
+
+
+def test_ufunc_at_on_a_traced_array_names_the_functional_form():
+    a = np.zeros(4)
+    with pytest.raises(UnsupportedOpError, match=r"symgraph\.numpy\.add_at\(a, indices, b\)"):
+        sg.trace(lambda v: np.add.at(v, [0, 1], 1.0), a)
+    with pytest.raises(UnsupportedOpError, match=r"symgraph\.numpy\.maximum_at"):
+        sg.trace(lambda v: np.maximum.at(v, [0, 1], 1.0), a)
+    with pytest.raises(UnsupportedOpError, match=r"np\.multiply\.at"):
+        sg.trace(lambda v: np.multiply.at(v, [0, 1], 2.0), a)
