@@ -179,6 +179,13 @@ def test_linspace_differentiates_to_both_endpoints():
     assert float(ga) == 2.5 and float(gb) == 2.5
     ys = np.stack([np.linspace(X, y, 5) for y in (1.0, 2.0, 3.0)])
     np.testing.assert_array_equal(sg.vmap(lambda y: np.linspace(X, y, 5))(np.array([1.0, 2.0, 3.0])), ys)
+    # B[0, 2] = 0.25 = start: a step of 0, so NumPy takes its other branch (other roundings) for that example only
+    bs = np.stack([B + 1.0, B, 2 * B])
+    np.testing.assert_array_equal(sg.vmap(lambda b: np.linspace(0.25, b, 4))(bs),
+                                  np.stack([np.linspace(0.25, b, 4) for b in bs]))
+    grads = sg.compile(sg.grad(lambda a, b: np.sum(np.linspace(a, b, 5) ** 2), argnums=(0, 1)))(X, Y)
+    np.testing.assert_allclose(grads, sg.grad(lambda a, b: np.sum(np.linspace(a, b, 5) ** 2), argnums=(0, 1))(X, Y),
+                               rtol=1e-14)
 
 
 def test_linspace_refuses_a_traced_num():
