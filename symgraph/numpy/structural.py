@@ -972,7 +972,7 @@ def _conv_full_rows(a: Any, v: Any, start: int, length: int) -> Any:
     idx = ks[:, None] + _np.arange(m, dtype=_np.int64)[None, :]
     windows = _gather_const(L.asnode(a_pad), idx, 0)        # (length, m)
     vr = flip(v, 0)
-    return _sum(multiply(windows, reshape(vr, (1, m))), axis=1)
+    return L.cast(_sum(multiply(windows, reshape(vr, (1, m))), axis=1), a.dtype)   # NumPy keeps the dtype
 
 
 def _conv(a: Any, v: Any, mode: str, op: str) -> Any:
