@@ -106,14 +106,19 @@ def pipeline_stages(f: Callable, x: Any) -> dict:
     Returns:
         seconds per stage (trace: tracing ``value_and_grad(f)``, which differentiates; simplify;
         checkpoint: `apply_checkpoint(g, None)`, as `sg.compile` runs it; schedule; partition:
-        `codegen.fuse.partition`; ir: buffer planning, `program.build_module` and the module
+        `codegen.kernels.partition.partition`; ir: buffer planning, `codegen.llvm.module.build_module` and the module
         text; llvm: `codegen.jit.compile_ir`), "total", node counts, "kernels", "rss_mb" (peak
         of the process) and "value" (the compiled program's outputs at x).
     """
     import codegen
     import symgraph as sg
-    from codegen import fuse, jit, program, runtime
-    from codegen.lower import vmath_module
+    from codegen import cpu as runtime
+    from codegen import jit
+    from codegen.kernels.buffers import plan_buffers
+    from codegen.kernels.expr import release_session
+    from codegen.kernels.partition import partition
+    from codegen.llvm.context import vmath_module
+    from codegen.llvm.module import build_module, module_text
     from symgraph.passes.checkpoint import apply_checkpoint
     from symgraph.passes.schedule import schedule
 
@@ -129,15 +134,15 @@ def pipeline_stages(f: Callable, x: Any) -> dict:
     blas, vm = runtime.blas_library(), vmath_module()
     gc.collect()
     gc.disable()  # as `codegen.compile_graph` does for partition and IR
-    prog, out["partition"] = _timed(lambda: fuse.partition(c, order, donate=frozenset(), blas=blas is not None))
+    prog, out["partition"] = _timed(lambda: partition(c, order, donate=frozenset(), blas=blas is not None))
     out["kernels"] = len(prog.kernels)
     light = all(k.size <= codegen.LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind == "loop")
 
     def ir() -> tuple:
-        bp = program.plan_buffers(prog)
-        mod, info = program.build_module(prog, bp, blas, name=f.__name__, abi=runtime.call_abi())
-        text = program.module_text(mod, info["prefer_512"])
-        fuse.release_session()
+        bp = plan_buffers(prog)
+        mod, info = build_module(prog, bp, blas, name=f.__name__, abi=runtime.call_abi())
+        text = module_text(mod, info["prefer_512"])
+        release_session()
         return bp, (jit.LIGHT_PIPELINE_MARK if light else "") + text
 
     (bp, text), out["ir"] = _timed(ir)
@@ -212,15 +217,18 @@ def run_stages(f: Callable, x: np.ndarray, checkpoints: tuple = ("sqrt", "revolv
     if keep is not None:
         keep.update(traced=g, gradient=d, simplified=s)
     if codegen_python:
-        from codegen import fuse, program, runtime
+        from codegen.cpu import blas_library
+        from codegen.kernels.buffers import plan_buffers
+        from codegen.kernels.partition import partition
+        from codegen.llvm.module import build_module, module_text
         from symgraph.passes.schedule import schedule
 
         def lower() -> int:
             order = schedule(s)
-            prog = fuse.partition(s, order, donate=frozenset(), blas=runtime.blas_library() is not None)
-            bp = program.plan_buffers(prog)
-            mod, info = program.build_module(prog, bp, runtime.blas_library(), name="scale", nthreads=1)
-            return len(program.module_text(mod, info["prefer_512"]))
+            prog = partition(s, order, donate=frozenset(), blas=blas_library() is not None)
+            bp = plan_buffers(prog)
+            mod, info = build_module(prog, bp, blas_library(), name="scale", nthreads=1)
+            return len(module_text(mod, info["prefer_512"]))
 
         nbytes, t = _timed(lower)
         row("codegen-python", len(s), nbytes, t)

@@ -12,9 +12,7 @@ The "llvm" entry of symgraph's backend registry is `cpu.backend.LLVMBackend`.
 Packages, one concern each: `kernels` (the backend-neutral kernel IR: loop-body
 Exprs, affine indices, the partitioner, the task kinds), `llvm` (lowering to LLVM
 IR: emitters, reductions, loops, products, the module, vector math) and `cpu`
-(the runtime: calling convention, BLAS, thread pool, executable). `fuse`,
-`lower`, `program` and `vmath` are compatibility modules re-exporting the
-names they used to define.
+(the runtime: calling convention, BLAS, thread pool, executable).
 """
 
 from __future__ import annotations

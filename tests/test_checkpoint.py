@@ -634,8 +634,8 @@ def test_sqrt_is_byte_aware_when_segment_inputs_are_small():
 # `sg.compile(sg.grad(f), checkpoint=s)` (default backend "llvm") against the
 # same function compiled without checkpointing. Recomputed values must run in
 # the same kernels as their forward originals (a recomputed reshape read as a
-# BLAS operand through the same view, codegen.fuse.fold_divmod) and where the
-# schedule put them (never hoisted into an earlier kernel, codegen.fuse.group).
+# BLAS operand through the same view, codegen.kernels.affine.fold_divmod) and where the
+# schedule put them (never hoisted into an earlier kernel, codegen.kernels.partition).
 
 LLVM_STRATEGIES = ["sqrt", ("sqrt", 3), "revolve", C.Revolve(snapshots=2), "mincut", C.dots_saveable,
                    C.nothing_saveable]
@@ -773,7 +773,7 @@ def test_llvm_plan_peak_within_checkpoint_plan(strategy):
 
 def test_llvm_recomputed_values_run_in_the_backward_sweep():
     """Every kernel computing a recomputed value runs at or after the last kernel of the forward sweep."""
-    from codegen import fuse
+    from codegen.kernels import partition as fuse
 
     from symgraph.compile import run_pipeline
 

@@ -106,7 +106,8 @@ def check(f, *args, exact=(), ulps=ULPS, rtol=None):
 
 
 def test_every_elementwise_and_reduction_op_has_an_emitter():
-    from codegen.lower import EMITTERS, REDUCERS
+    from codegen.llvm.emitters import EMITTERS
+    from codegen.llvm.reduce import REDUCERS
 
     missing = [(n, op.kind) for n, op in OPS.items()
                if (op.kind == "elementwise" and n not in EMITTERS) or (op.kind == "reduction" and n not in REDUCERS)]

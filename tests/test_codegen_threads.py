@@ -1,6 +1,6 @@
 """Threads in compiled code: gemms split into pieces on the persistent thread pool, loop splits, the pool itself.
 
-- `lower.gemm_pieces` covers C exactly, in aligned blocks, and only for products worth splitting;
+- `codegen.llvm.gemm.gemm_pieces` covers C exactly, in aligned blocks, and only for products worth splitting;
 - split products (float32/float64, odd sizes, transposed operands, batched,
   accumulated `W - lr * a.T @ d`) equal NumPy, and equal the unsplit call to
   rounding (OpenBLAS picks kernels by shape, so a piece is not always bitwise
@@ -26,7 +26,7 @@ import pytest
 import symgraph as sg
 
 codegen = pytest.importorskip("codegen")
-from codegen import lower as L
+from codegen.llvm import gemm as L
 from codegen import cpu as rt
 
 needs_blas = pytest.mark.skipif(rt.blas_library() is None, reason="no BLAS found")
@@ -50,7 +50,7 @@ def run_py(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 class _Task:
-    """The parts of a `fuse.Task` that `gemm_pieces` reads."""
+    """The parts of a `codegen.kernels.tasks.Task` that `gemm_pieces` reads."""
 
     def __init__(self, a_shape, b_shape):
         self.gemm = {"mm": _Node((_Node(a_shape), _Node(b_shape)))}
@@ -220,7 +220,7 @@ def test_independent_products_of_a_layer_run_side_by_side(dt):
     """A dense layer's input gradient g @ W.T and weight gradient x.T @ g (fused into the update) become one
     concurrent kernel with 2 threads; values equal NumPy and the 1-thread program to rounding, and are
     bitwise reproducible; with donated (in-place) parameters too. Thin products (k = 10) are not paired."""
-    from codegen import fuse
+    from codegen.kernels import partition as fuse
     from symgraph.passes.schedule import schedule
 
     rng = np.random.default_rng(12)
@@ -297,7 +297,7 @@ def test_mid_size_loop_kernels_split_on_the_pool():
                                            ((8, 64, 96), (0, 1), np.float32), ((521, 130), (0,), np.float32)])
 def test_column_sums_split_over_rows_with_partial_vectors(shape, axes, dt):
     """Kept-axis reductions (bias gradients) split over the reduced rows; the threads' partial vectors are combined."""
-    from codegen import program as P
+    from codegen.llvm import module as P
 
     rng = np.random.default_rng(11)
     x, y = rng.normal(size=shape).astype(dt), rng.normal(size=shape).astype(dt)

@@ -179,7 +179,7 @@ def test_training_step_same_bits_under_every_thread_count(monkeypatch):
 
 def _lane_sum(x: np.ndarray, lanes: int | None = None) -> np.float64:
     """Element j to lane j mod lanes, each lane in order, lanes combined by a pairwise tree (float64)."""
-    from codegen import lower
+    from codegen.llvm import reduce as lower
 
     lanes = lanes or lower.REDUCTION_LANES
     acc = [np.float64(0.0)] * lanes
@@ -208,7 +208,8 @@ def test_a_small_sum_is_lanes_then_a_pairwise_tree(n):
 
 @pytest.mark.parametrize("n", [40_000, 100_003])
 def test_a_large_sum_is_chunks_of_lanes_added_in_chunk_order(n):
-    from codegen import lower, program
+    from codegen.llvm import module as program
+    from codegen.llvm import reduce as lower
 
     x = _rng(n).standard_normal(n) * 10.0 ** _rng(n + 1).integers(-8, 8, n)
     want = _chunked_lane_sum(x, lower.REDUCTION_LANES, program.REDUCTION_CHUNKS)

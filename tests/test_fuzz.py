@@ -143,7 +143,7 @@ def test_regression_compile_returns_an_input_that_is_not_the_first():
 
 
 def test_regression_llvm_zero_size_reshape():
-    """A zero-size slice followed by a reshape (codegen.fuse.reshape_index divided by a zero dimension)."""
+    """A zero-size slice followed by a reshape (codegen.kernels.affine.reshape_index divided by a zero dimension)."""
     for f, x in [(lambda x: x[0:0, None], np.ones(3)), (lambda x: np.sin(x)[0:0, None] * 2.0, np.ones(3)),
                  (lambda x: (x * 2)[:, 0:0].reshape(0, 2), np.ones((2, 3)))]:
         got = P.compile_fn(f)(x)

@@ -223,6 +223,6 @@ def test_the_walk_sees_function_level_relative_and_package_imports():
         ("symgraph.lax", False, 1), ("symgraph.ir", False, 2)]
     assert _implicit("symgraph.lax", "symgraph.ops.core") == ["symgraph.ops"]
     assert _implicit("symgraph.ops.elementwise", "symgraph.ops.core") == []
-    assert _implicit("codegen.fuse", "symgraph.ir") == []
+    assert _implicit("codegen.jit", "symgraph.ir") == []
     assert _layer("symgraph.ops.core") == ("symgraph.ops", 3) and _layer("symgraph")[1] == 9
-    assert _layer("codegen.fuse")[0] == "codegen" and _layer("symgraph.new_module")[0] is None
+    assert _layer("codegen.jit")[0] == "codegen" and _layer("symgraph.new_module")[0] is None

@@ -540,7 +540,8 @@ def test_facts_that_passes_need_are_declared():
 def test_every_transcendental_lowers_natively():
     """An op with `math` lowers through the LLVM backend with no per-op code: an emitter and a vector-math entry."""
     pytest.importorskip("llvmlite")
-    from codegen import lower, vmath
+    from codegen.llvm import emitters as lower
+    from codegen.llvm import vmath
 
     for name, op in OPS.items():
         if op.math is not None:

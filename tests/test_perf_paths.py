@@ -19,7 +19,8 @@ from symgraph.compile import compile
 
 pytest.importorskip("llvmlite")
 
-import codegen.fuse as F  # noqa: E402
+import codegen.kernels.affine as A  # noqa: E402
+import codegen.kernels.partition as F  # noqa: E402
 import codegen.cpu.blas as rt  # noqa: E402
 from symgraph.passes.schedule import schedule  # noqa: E402
 
@@ -287,12 +288,12 @@ def test_transposed_reshape_feeding_a_product(dtype):
 
 
 def test_merge_groups():
-    assert F.merge_groups((2, 3, 4), (6, 4)) == [2, 1]
-    assert F.merge_groups((2, 3, 4), (2, 12)) == [1, 2]
-    assert F.merge_groups((2, 1, 3), (6,)) == [3]
-    assert F.merge_groups((6, 4), (2, 3, 4)) is None      # a split
-    assert F.merge_groups((2, 3), (3, 2)) is None          # neither
-    assert F.merge_groups((2, 1, 3), (2, 3)) is None       # only a unit axis dropped: nothing to gain
+    assert A.merge_groups((2, 3, 4), (6, 4)) == [2, 1]
+    assert A.merge_groups((2, 3, 4), (2, 12)) == [1, 2]
+    assert A.merge_groups((2, 1, 3), (6,)) == [3]
+    assert A.merge_groups((6, 4), (2, 3, 4)) is None      # a split
+    assert A.merge_groups((2, 3), (3, 2)) is None          # neither
+    assert A.merge_groups((2, 1, 3), (2, 3)) is None       # only a unit axis dropped: nothing to gain
 
 
 # ----- innermost expensive values are materialized first -----

@@ -90,7 +90,8 @@ def test_every_stage_on_20k_node_graphs(family):
 
 @pytest.mark.slow
 def test_100k_deep_chain_through_every_stage_without_recursion():
-    from codegen import fuse, program
+    from codegen.kernels import buffers as program
+    from codegen.kernels import partition as fuse
     from symgraph.passes.checkpoint import apply_checkpoint
     from symgraph.passes.schedule import peak_bytes, schedule
 
@@ -163,7 +164,7 @@ def test_scalar_programs_are_one_light_kernel_and_compile_about_linearly():
     LLVM pipeline, exact values; 4x the steps at most ~6x the compile time (W5's chain is 100 steps).
     The same chain on 64 elements is cut into several kernels and gets O3."""
     import codegen
-    import codegen.fuse as F
+    import codegen.kernels.partition as F
 
     times = {}
     for n in (250, 1000):

@@ -49,7 +49,7 @@ class LoopPlan:
             the association is written in the IR, whatever LLVM vectorizes).
         chunks: None, or the fixed ranges of the outer loop that a reduction
             kernel always runs as, one call each, whatever the thread count
-            (`program._decide_chunks`); with `partials` or `row_partials`
+            (`module._decide_chunks`); with `partials` or `row_partials`
             each range has its own partial results, combined in range order.
     """
 
