@@ -213,8 +213,8 @@ _PSI_ASYM = [float(_B[2 * k] / (2 * k)) for k in range(1, 8)]
 def _digamma_pos(z):
     shift = z < 10.0
     zs = _where(shift, z, 10.0)
-    acc = 0.0
-    for k in range(10):
+    acc = 1.0 / zs  # (not zs + 0.0: psi(-0.0) = +inf)
+    for k in range(1, 10):
         acc = acc + 1.0 / (zs + float(k))
     w = _where(shift, zs + 10.0, z)
     u = 1.0 / w
@@ -613,9 +613,16 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 
 
 def log_softmax(x, axis=None):
-    """x - logsumexp(x, axis, keepdims=True) (scipy.special.log_softmax; axis None: all elements)."""
+    """x - logsumexp(x, axis, keepdims=True) (scipy.special.log_softmax; axis None: all elements), as
+    (x - max) - log(sum(exp(x - max))) so that the largest entries keep their relative accuracy."""
     x = _f(x)
-    return x - logsumexp(x, axis=axis, keepdims=True)
+    ndim = len(x.shape)
+    axes = _axes(axis, ndim)
+    m = snp.max(x, axis=axes, keepdims=True) if axes else x
+    m = snp.stop_gradient(_where(_abs(m) == np.inf, _c(0.0, m), m))
+    shifted = x - m
+    s = snp.sum(_exp(shifted), axis=axes, keepdims=True) if axes else _exp(shifted)
+    return shifted - _log(s)
 
 
 def softmax(x, axis=None):
