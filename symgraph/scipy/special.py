@@ -19,7 +19,7 @@ call the versions here.
 Accuracy (float64, measured against SciPy in tests/test_scipy.py; float32
 inputs run the same formulas in float32):
 - gammaln: relative 1e-13 for x > 0 (series at 2 on [0, 2.5), Stirling after
-  shifting to x >= 10 elsewhere); x < 0 by reflection, absolute 1e-13 away
+  shifting to x >= 10 elsewhere); x < 0 by reflection, absolute 1e-12 away
   from the poles.
 - digamma: relative 1e-13 away from its positive zero x0 = 1.4616...,
   absolute 1e-15 near it (shift to x >= 10, asymptotic series; reflection for
@@ -30,10 +30,11 @@ inputs run the same formulas in float32):
   w = -log((1 - x)(1 + x)), with coefficients fitted here by least squares
   (relative error <= 2e-5), then two Halley steps on erf (on erfc in the
   tails, so that ndtri(1e-300) is accurate): relative 1e-15.
-- log_ndtr: log(ndtr) for x > -30; the asymptotic series of the Mills ratio
-  below (A&S 26.2.12), so the value and gradient stay finite to -1e150.
+- log_ndtr: log1p(-ndtr(-x)) for x > 0, log(ndtr) down to -30 (-10 in
+  float32), the asymptotic series of the Mills ratio below (A&S 26.2.12), so
+  the value and gradient stay finite to -1e150.
 - i0, i1, i0e, i1e: the power series (A&S 9.6.10) for |x| <= 20 and the
-  asymptotic expansion (A&S 9.7.1) above: relative 1e-14.
+  asymptotic expansion (A&S 9.7.1) above: relative 5e-15.
 - betaln: gammaln(a) + gammaln(b) - gammaln(a + b) for max(a, b) < 10, else
   the Stirling difference written with log1p (no cancellation for large b).
 """
