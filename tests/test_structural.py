@@ -222,6 +222,19 @@ def test_cumprod_gradient_is_exact_with_zeros_and_negatives():
     np.testing.assert_array_equal(sg.compile(sg.grad(f))(x), want)
 
 
+def test_cumsum_of_short_axes_is_numpys_bit_for_bit_and_long_axes_agree_to_rounding():
+    rng = np.random.default_rng(4)
+    for dtype in (np.float32, np.float64):
+        x = rng.standard_normal((5, 32)).astype(dtype) * 10.0 ** rng.integers(-3, 4, (5, 32))
+        for f in (lambda v: np.cumsum(v, 1), lambda v: np.cumprod(v, 1), lambda v: np.cumsum(v[:, :7], 0)):
+            np.testing.assert_array_equal(sg.trace(f, x).evaluate(x), f(x))
+            np.testing.assert_array_equal(sg.compile(f)(x), f(x))
+        y = rng.standard_normal(1000).astype(dtype)
+        exact = np.cumsum(y.astype(np.longdouble))
+        bound = 2 * np.log2(1000) * np.finfo(dtype).eps * np.cumsum(np.abs(y.astype(np.longdouble)))
+        assert (np.abs(sg.compile(np.cumsum)(y) - exact) <= bound).all()   # the doubling scan's error bound
+
+
 def test_cumsum_dtypes_follow_numpy():
     for x in [np.arange(5, dtype=np.int32), np.array([True, False, True]), np.arange(4, dtype=np.uint8),
               np.arange(3.0, dtype=np.float32)]:

@@ -13,11 +13,15 @@ With no traced argument each function calls NumPy itself (the values are
 then NumPy's bit for bit).
 
 Algorithms and their cost (n: the length of the axis worked on):
-- cumsum / cumprod: Hillis-Steele doubling scan, ceil(log2 n) shifted adds
-  (multiplies) of the whole array: O(n log n) work, O(log n) graph nodes.
-  The sums associate differently from NumPy's left-to-right loop, so float
-  results agree to rounding (about log2(n) ulps), integers exactly. The
-  derivative of cumprod is a polynomial in x (no division), exact with zeros.
+- cumsum / cumprod: axes of up to SEQUENTIAL_SCAN_MAX (32) elements scan
+  left to right as NumPy does (bit for bit; n slices, O(n) work). Longer
+  axes use a Hillis-Steele doubling scan, ceil(log2 n) shifted adds
+  (multiplies) of the whole array: O(n log n) work, O(log n) graph nodes;
+  its sums associate differently from NumPy's left-to-right loop, so float
+  results agree to rounding (the error bound is smaller: log2(n) roundings
+  per element), integers exactly. Measured (LLVM, 2 cores): 1e6 elements in
+  30 ms (NumPy 4 ms). The derivative of cumprod is a polynomial in x (no
+  division), exact with zeros.
 - sort / argsort / partition / argpartition: a stable argsort along the
   axis (NaN last, as NumPy), then a gather of the values. Rows of up to
   RANK_SORT_MAX (32) elements rank by pairwise comparison (rank_i = #{j :
@@ -101,9 +105,20 @@ def _gather_const(x: Any, idx: _np.ndarray, axis: int) -> Any:
 # ----- scans and differences -----
 
 
+SEQUENTIAL_SCAN_MAX = 32
+"""Axes up to this length scan left to right, one element at a time (NumPy's order: bit for bit)."""
+
+
 def _scan(x: Any, axis: int, op: str, fill: float) -> Any:
-    """Inclusive scan along axis by Hillis-Steele doubling (see the module docstring)."""
+    """Inclusive scan along axis: left to right for short axes, else Hillis-Steele doubling (module docstring)."""
     n = x.shape[axis]
+    if 1 < n <= SEQUENTIAL_SCAN_MAX:
+        acc = _take_slice(x, axis, 0, 1)
+        outs = [acc]
+        for i in range(1, n):
+            acc = L.binary(op, acc, _take_slice(x, axis, i, i + 1))
+            outs.append(acc)
+        return L.bind("concatenate", *outs, axis=axis)
     k = 1
     while k < n:
         head = _full(_with_axis(x.shape, axis, k), fill, x.dtype)
