@@ -72,10 +72,10 @@ def test_the_native_column_agrees_with_the_backend(entries):
     from codegen.kernels.partition import partition
 
     disagree = []
-    for row, g in entries:
-        if g is None:
+    for row, pr in entries:
+        if pr is None:
             continue
-        opt, order = run_pipeline(g)
+        opt, order = run_pipeline(pr.graph)
         try:
             partition(opt, order)
             native = True
@@ -103,3 +103,4 @@ def test_probe_reads_derivative_facts():
     assert floor.name == "np.floor" and floor.kind == "ufunc" and floor.differentiable == "zero"
     argmax = coverage.probe_entry(np.argmax, sg.numpy.FUNCTIONS[np.argmax])[0]
     assert argmax.differentiable == "no (integer/bool)" and argmax.module == "reductions"
+

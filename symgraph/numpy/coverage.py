@@ -29,7 +29,7 @@ from ..tracing import trace
 from ..tree import tree_flatten
 from .tables import FUNCTIONS, UFUNCS
 
-__all__ = ["Row", "rows", "entries", "probe_entry", "markdown", "documented", "natively_lowered", "probe", "BEGIN",
+__all__ = ["Probe", "Row", "rows", "entries", "probe_entry", "markdown", "documented", "natively_lowered", "probe", "BEGIN",
            "END", "DOC", "update_doc"]
 
 #: The markers around the generated table in docs/tracing.md.
@@ -124,12 +124,28 @@ def _values(slot: tuple) -> _np.ndarray:
     return v if kind == "f" else (v > 0.5 if kind == "b" else _np.arange(v.size).reshape(shape) + 1)
 
 
-def probe(fn: Callable, template: tuple) -> tuple[Any, list[Node], list[Node]] | None:
-    """Trace fn on one probe template; (graph, float outputs' derivative nodes) facts, or None if it fails.
+@dataclass(frozen=True)
+class Probe:
+    """The call a row was read from: `call(*args)` is the probed function on the probe's traced arguments.
+
+    Attributes:
+        graph: the traced graph of the call (the derivative nodes the facts came from are not outputs).
+        call: a function of the traced arguments alone (the static ones are bound).
+        args: the probe's values of those arguments (float64, int64 or bool arrays).
+    """
+
+    graph: Any
+    call: Callable
+    args: tuple
+
+
+def probe(fn: Callable, template: tuple) -> tuple[Probe, dict] | None:
+    """Trace fn on one probe template: the probe and the facts read while tracing it, or None if it fails.
 
     Returns:
-        (graph, cotangent nodes of a reverse pass, tangent nodes of a forward pass) with the derivative
-        nodes built into the same graph, or None when the call does not trace on this template.
+        (Probe, facts): facts holds "constant", "float", "rules" and the cotangent ("cts") and tangent
+        ("tangents") nodes of a reverse and a forward pass built into the same graph; None when the call
+        does not trace on this template.
     """
     slots: list[tuple] = []
 
@@ -151,8 +167,11 @@ def probe(fn: Callable, template: tuple) -> tuple[Any, list[Node], list[Node]] |
             return [fill(c, leaves) for c in t]
         return t
 
+    def call(*leaves: Any) -> Any:
+        return fn(*[fill(t, leaves) for t in marked])
+
     def wrapper(*leaves: Any) -> Any:
-        out = fn(*[fill(t, leaves) for t in marked])
+        out = call(*leaves)
         outs = [o for o in tree_flatten(out)[0]]
         if not outs:
             raise SymgraphError("probe: no result")
@@ -169,17 +188,18 @@ def probe(fn: Callable, template: tuple) -> tuple[Any, list[Node], list[Node]] |
             facts["rules"] = False
         return out
 
+    args = tuple(_values(s) for s in slots)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            g = trace(wrapper, *[_values(s) for s in slots])
+            g = trace(wrapper, *args)
     except Exception:  # noqa: BLE001  (a probe that does not fit the function is just not its probe)
         return None
-    return g, facts
+    return Probe(g, call, args), facts
 
 
-def probe_entry(key: Any, fn: Callable) -> tuple[Row, Any]:
-    """The row of one registry entry and the graph its probe traced (None when no probe traced)."""
+def probe_entry(key: Any, fn: Callable) -> tuple[Row, Probe | None]:
+    """The row of one registry entry and the probe it was read from (None when no probe traced)."""
     name, kind = _public_name(key)
     module = getattr(fn, "__module__", "") or ""
     module = module.rpartition("symgraph.numpy.")[2] if module.startswith("symgraph.numpy.") else module
@@ -193,7 +213,7 @@ def probe_entry(key: Any, fn: Callable) -> tuple[Row, Any]:
         for template in templates:
             res = probe(callee, template)
             if res is not None:
-                return _facts_row(name, dispatch, module, *res), res[0]
+                return _facts_row(name, dispatch, module, res[0].graph, res[1]), res[0]
     return Row(name, kind, module, "?", "?"), None
 
 
@@ -237,10 +257,10 @@ def rows() -> list[Row]:
     return [r for r, _ in entries()]
 
 
-def entries() -> list[tuple[Row, Any]]:
-    """(row, probe graph or None) per registered name, sorted by public spelling."""
+def entries() -> list[tuple[Row, Probe | None]]:
+    """(row, its probe or None) per registered name, sorted by public spelling."""
     out = [probe_entry(k, fn) for k, fn in list(UFUNCS.items()) + list(FUNCTIONS.items())]
-    seen: dict[str, tuple[Row, Any]] = {}
+    seen: dict[str, tuple[Row, Probe | None]] = {}
     for r, g in out:  # a name registered twice (an alias) is one row
         seen.setdefault(r.name, (r, g))
     return sorted(seen.values(), key=lambda rg: rg[0].name)
