@@ -89,6 +89,12 @@ ROWS = [
     ("pad_reflect", lambda x: np.pad(x, (4, 6), mode="reflect"), [((3,),), ((4, 3),)], True),
     ("pad_symmetric", lambda x: np.pad(x, (5, 2), mode="symmetric"), [((3,),), ((2, 3),)], True),
     ("pad_wrap", lambda x: np.pad(x, (4, 7), mode="wrap"), [((3,),), ((2, 2),)], True),
+    ("pad_maximum", lambda x: np.pad(x, ((1, 2), (0, 3)), mode="maximum"), [((3, 4),), ((1, 2),)], True),
+    ("pad_minimum_stat", lambda x: np.pad(x, 2, mode="minimum", stat_length=((1, 2), (3, 1))), [((4, 5),)], True),
+    ("pad_mean", lambda x: np.pad(x, (2, 1), mode="mean", stat_length=2), [((5,),), ((3, 4),)], True),
+    ("pad_median", lambda x: np.pad(x, ((1, 1), (2, 0)), mode="median"), [((4, 5),), ((3, 3),)], True),
+    ("pad_linear_ramp", lambda x: np.pad(x, ((2, 3), (1, 2)), mode="linear_ramp", end_values=((1.5, -2.0), (0.0, 3.0))),
+     [((3, 4),), ((1, 1),)], True),
     ("kron", lambda a, b: np.kron(a, b), [((2, 3), (3, 2)), ((3,), (2, 2)), ((), (3,))], True),
     ("cross", lambda a, b: np.cross(a, b), [((3,), (3,)), ((4, 3), (3,)), ((2, 2), (2, 2)), ((3, 2), (3,))], True),
     ("cross_axes", lambda a, b: np.cross(a, b, axisa=0, axisb=0, axisc=0), [((3, 4), (3, 4))], True),
@@ -389,7 +395,9 @@ def test_errors_are_symgraph_errors():
     x = np.ones((3, 4))
     cases = [
         (lambda v: np.split(v, 2), ShapeError),
-        (lambda v: np.pad(v, 1, mode="mean"), UnsupportedOpError),
+        (lambda v: np.pad(v, 1, mode=lambda *a: None), UnsupportedOpError),
+        (lambda v: np.pad(v.astype(np.int64), 1, mode="mean"), UnsupportedOpError),
+        (lambda v: np.pad(v, 1, mode="maximum", stat_length=0), ShapeError),
         (lambda v: np.pad(v, -1), ShapeError),
         (lambda v: np.diagonal(v[0]), ShapeError),
         (lambda v: np.convolve(v, v[0]), ShapeError),

@@ -889,59 +889,115 @@ def dsplit(ary: Any, indices_or_sections: Any) -> list:
 # ----- padding -----
 
 _PAD_INDEX_MODES = ("edge", "reflect", "symmetric", "wrap")
+_PAD_STAT_MODES = ("maximum", "minimum", "mean", "median")
+_PAD_KWARGS = {"constant": {"constant_values"}, "reflect": {"reflect_type"}, "symmetric": {"reflect_type"},
+               "linear_ramp": {"end_values"}, **{m: {"stat_length"} for m in _PAD_STAT_MODES}}
+
+
+def _pad_stat(x: Any, ax: int, mode: str) -> Any:
+    """The statistic of x along ax, kept as a length-1 axis (np.pad's stat modes)."""
+    if mode == "maximum":
+        return L.reduce("max", x, axis=ax, keepdims=True)
+    if mode == "minimum":
+        return L.reduce("min", x, axis=ax, keepdims=True)
+    if mode == "mean":
+        return L.cast(_sum(x, axis=ax, keepdims=True, dtype=x.dtype), x.dtype) / float(x.shape[ax])
+    m = x.shape[ax]                                  # median: the middle of the sorted values (NaN last)
+    srt = sort(x, axis=ax)
+    lo, hi = _take_slice(srt, ax, (m - 1) // 2, (m - 1) // 2 + 1), _take_slice(srt, ax, m // 2, m // 2 + 1)
+    return lo if m % 2 else (lo + hi) / 2.0
+
+
+def _pad_ramp(edge: Any, end: Any, w: int, ax: int) -> Any:
+    """np.linspace(end, edge, w, endpoint=False) along ax, as np.pad's linear_ramp computes it."""
+    k = _np.arange(w, dtype=_np.float64).reshape((w,) + (1,) * (edge.ndim - ax - 1))
+    e = L.cast(edge, _np.float64) if edge.dtype.kind != "f" else edge
+    start = _np.asarray(end, e.dtype)
+    y = multiply(_np.asarray(k, e.dtype), (e - start) / float(w)) + start
+    if edge.dtype.kind in "iu":
+        y = L.cast(L.unary("floor", y), edge.dtype)  # NumPy 2's linspace floors to an integer dtype
+    return L.cast(y, edge.dtype)
 
 
 def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Any:
-    """np.pad for modes constant (constant_values), edge, reflect, symmetric and wrap.
+    """np.pad for modes constant (constant_values), edge, reflect, symmetric, wrap, maximum, minimum, mean,
+    median (stat_length), linear_ramp (end_values) and empty (zeros: NumPy leaves the values undefined).
 
-    The index modes gather with the indices np.pad itself gives on arange(n),
-    so their semantics (including pads wider than the axis) are NumPy's.
-    Raises UnsupportedOpError for other modes, reflect_type='odd' or a
-    callable mode; ShapeError for a negative pad or an index mode on an empty axis.
+    Axes are padded one after another, as NumPy does (the statistics of a
+    later axis see the earlier axes' padding). The index modes gather with the
+    indices np.pad itself gives on arange(n), so their semantics (including
+    pads wider than the axis) are NumPy's.
+
+    Raises:
+        UnsupportedOpError: a callable mode, reflect_type='odd', mean/median of integers.
+        ShapeError: a negative pad, a non-constant mode on an empty axis, a stat_length of 0.
     """
     if not _traced(array, kwargs.get("constant_values")):
         return _np.pad(array, pad_width, mode, **kwargs)
     a = _arr(array)
-    if callable(mode) or mode not in ("constant",) + _PAD_INDEX_MODES:
-        raise UnsupportedOpError(f"pad(mode={mode!r}) is not supported; use constant, edge, reflect, symmetric, wrap")
-    allowed = {"constant": {"constant_values"}, "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}}.get(mode, set())
+    if callable(mode) or mode not in ("constant", "empty", "linear_ramp") + _PAD_INDEX_MODES + _PAD_STAT_MODES:
+        raise UnsupportedOpError(f"pad(mode={mode!r}) is not supported (a callable mode, or an unknown name)")
+    allowed = _PAD_KWARGS.get(mode, set())
     if set(kwargs) - allowed:
         raise UnsupportedOpError(f"pad(mode={mode!r}): keyword arguments {sorted(set(kwargs) - allowed)} are not "
                                  f"supported")
     if kwargs.get("reflect_type", "even") != "even":
         raise UnsupportedOpError("pad(reflect_type='odd') is not supported")
+    if mode in ("mean", "median") and a.dtype.kind != "f":
+        raise UnsupportedOpError(f"pad(mode={mode!r}) of integers (NumPy rounds the statistic) is not supported; "
+                                 f"cast to float first")
     widths = _np.broadcast_to(_np.asarray(pad_width), (a.ndim, 2)) if a.ndim else _np.zeros((0, 2), _np.int64)
     if widths.dtype.kind not in "iu":
         raise DTypeError("pad: `pad_width` must be of integral type")
     if (widths < 0).any():
         raise ShapeError("pad: index can't contain negative values")
+    if mode == "empty":
+        mode, kwargs = "constant", {}
     cv = kwargs.get("constant_values", 0)
     if mode == "constant" and not isinstance(cv, Node):
         cvals = _np.broadcast_to(_np.asarray(cv), (a.ndim, 2))
+    if mode == "linear_ramp":
+        ends = _np.broadcast_to(_np.asarray(kwargs.get("end_values", 0)), (a.ndim, 2))
+    if mode in _PAD_STAT_MODES:
+        sl = kwargs.get("stat_length")
+        stat_len = None if sl is None else _np.broadcast_to(_np.asarray(sl), (a.ndim, 2))
+        if stat_len is not None and (stat_len < 0).any():
+            raise ShapeError("pad: index can't contain negative values")
     for ax in range(a.ndim):
         before, after = int(widths[ax, 0]), int(widths[ax, 1])
         if before == 0 and after == 0:
             continue
         n = a.shape[ax]
-        if mode == "constant":
-            parts = []
-            for j, w in ((0, before), (1, after)):
-                if w == 0:
-                    parts.append(None)
-                    continue
-                shape = _with_axis(a.shape, ax, w)
+        if mode != "constant" and n == 0:
+            raise ShapeError(f"pad: can't extend empty axis {ax} using modes other than 'constant' or 'empty'")
+        if mode in _PAD_INDEX_MODES:
+            idx = _np.pad(_np.arange(n, dtype=_np.int64), (before, after), mode=mode)
+            a = _gather_const(a, idx, ax)
+            continue
+        parts = []
+        for j, w in ((0, before), (1, after)):
+            if w == 0:
+                parts.append(None)
+                continue
+            shape = _with_axis(a.shape, ax, w)
+            if mode == "constant":
                 if isinstance(cv, Node):
                     if cv.ndim != 0:
                         raise UnsupportedOpError("pad: a traced constant_values must be a scalar")
                     parts.append(L.broadcast_to(L.cast(cv, a.dtype), shape))
                 else:
                     parts.append(_full(shape, cvals[ax, j], a.dtype))
-            a = concatenate([p for p in (parts[0], a, parts[1]) if p is not None], axis=ax)
-        else:
-            if n == 0:
-                raise ShapeError(f"pad: can't extend empty axis {ax} using modes other than 'constant' or 'empty'")
-            idx = _np.pad(_np.arange(n, dtype=_np.int64), (before, after), mode=mode)
-            a = _gather_const(a, idx, ax)
+            elif mode == "linear_ramp":
+                edge = _take_slice(a, ax, 0, 1) if j == 0 else _take_slice(a, ax, n - 1, n)
+                ramp = _pad_ramp(edge, ends[ax, j], w, ax)
+                parts.append(ramp if j == 0 else flip(ramp, ax))
+            else:
+                m = n if stat_len is None else builtins.min(int(stat_len[ax, j]), n)
+                if m == 0:
+                    raise ShapeError("pad: stat_length of 0 yields no value for padding")
+                region = _take_slice(a, ax, 0, m) if j == 0 else _take_slice(a, ax, n - m, n)
+                parts.append(L.broadcast_to(_pad_stat(region, ax, mode), shape))
+        a = concatenate([p for p in (parts[0], a, parts[1]) if p is not None], axis=ax)
     return a
 
 
