@@ -34,6 +34,10 @@ ROWS = [
     ("ediff1d", lambda x: np.ediff1d(x, to_begin=[1.0, 2.0], to_end=3.0), [((2, 3),), ((1,),), ((),)], True),
     ("gradient", lambda x: np.gradient(x, 0.5), [((6,),), ((2,),)], True),
     ("gradient_2d", lambda x: np.stack(np.gradient(x, 2.0, 0.5, edge_order=2)), [((4, 3),)], True),
+    ("gradient_coords", lambda x: np.stack(np.gradient(x, np.array([0.0, 0.5, 1.7, 2.0]), np.arange(3.0) * 0.5)),
+     [((4, 3),)], True),
+    ("gradient_coords_o2", lambda x: np.gradient(x, np.array([0.0, 0.5, 1.7, 2.0, 3.5]), edge_order=2, axis=-1),
+     [((5,),), ((2, 5),)], True),
     ("sort", lambda x: np.sort(x), [((7,),), ((3, 5),), ((0,),), ((1,),), ((2, 0),)], True),
     ("sort_axis0", lambda x: np.sort(x, axis=0), [((5, 3),), ((4,),)], True),
     ("sort_flat", lambda x: np.sort(x, axis=None), [((3, 4),), ((),)], True),
@@ -408,7 +412,7 @@ def test_errors_are_symgraph_errors():
         (lambda v: np.diff(v, -1), ShapeError),
         (lambda v: np.sort(v, order="a"), UnsupportedOpError),
         (lambda v: np.vsplit(v[0], 2), ShapeError),
-        (lambda v: np.gradient(v, np.arange(3.0), np.arange(4.0)), UnsupportedOpError),
+        (lambda v: np.gradient(v, np.arange(4.0), np.arange(4.0)), ShapeError),
     ]
     for f, err in cases:
         with pytest.raises(err):

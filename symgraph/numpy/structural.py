@@ -228,13 +228,24 @@ def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
     return concatenate(parts, axis=0) if len(parts) > 1 else d
 
 
-def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> Any:
-    """np.gradient with scalar spacings: second-order central differences inside, one-sided at the ends.
+def _along(c: Any, ax: int, nd: int) -> Any:
+    """A 1-d coefficient array shaped to broadcast along axis ax of an nd-array."""
+    shape = (_shape(c)[0],) + (1,) * (nd - ax - 1)
+    return reshape(c, shape) if isinstance(c, Node) else _np.reshape(c, shape)
 
-    Returns one array per axis (a list), or the array itself for one axis.
-    Coordinate arrays as spacings are not supported (UnsupportedOpError).
-    Integers give float64. Raises ShapeError when an axis has fewer than
-    edge_order + 1 points.
+
+def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> Any:
+    """np.gradient: second-order central differences inside, one-sided (edge_order 1 or 2) at the ends.
+
+    Spacings as NumPy takes them: none (1), one scalar for every axis, or one
+    per axis, each a scalar or a 1-d array of coordinates (non-uniform
+    spacing; evenly spaced coordinates act as their scalar step, as in NumPy).
+    NumPy's formulas and coefficients. Returns one array per axis (a tuple,
+    as NumPy 2), or the array itself for one axis. Integers give float64.
+
+    Raises:
+        ShapeError: an axis with fewer than edge_order + 1 points, a wrong number of spacings, or a
+            coordinate array whose length differs from its axis.
     """
     if not _traced(f, *varargs):
         return _np.gradient(f, *varargs, axis=axis, edge_order=edge_order)
@@ -242,15 +253,13 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> An
     nd = f.ndim
     axes = list(range(nd)) if axis is None else list(normalize_axes(axis, nd, op="gradient"))
     if len(varargs) == 0:
-        dx = [1.0] * len(axes)
+        dx: list = [1.0] * len(axes)
     elif len(varargs) == 1 and _np.ndim(varargs[0]) == 0:
         dx = list(varargs) * len(axes)
     elif len(varargs) == len(axes):
         dx = list(varargs)
     else:
         raise ShapeError("gradient: invalid number of spacing arguments")
-    if any(_np.ndim(d) != 0 for d in dx):
-        raise UnsupportedOpError("gradient with coordinate arrays as spacing is not supported; pass scalar spacings")
     if edge_order not in (1, 2):
         raise ShapeError("gradient: edge_order must be 1 or 2")
     if f.dtype.kind in "biu":
@@ -261,16 +270,48 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> An
         if n < edge_order + 1:
             raise ShapeError("gradient: shape of the array too small to calculate a numerical gradient, "
                              "at least (edge_order + 1) elements are required")
+        if _np.ndim(h) != 0:
+            if _np.ndim(h) != 1:
+                raise ShapeError("gradient: distances must be either scalars or 1d")
+            if _shape(h)[0] != n:
+                raise ShapeError("gradient: when 1d, distances must match the length of the corresponding dimension")
+            h = L.cast(h, f.dtype) if isinstance(h, Node) else _np.asarray(h, _np.float64 if _np.asarray(h).dtype.kind
+                                                                            in "biu" else _np.asarray(h).dtype)
+            d = diff(h)
+            if not isinstance(d, Node) and (d == d[0]).all():
+                h = d[0]
+            else:
+                h = d
         s = lambda a, b=None: _take_slice(f, ax, a, b)  # noqa: E731
-        inner = (s(2, None) - s(0, n - 2)) / (2.0 * h)
-        if edge_order == 1:
-            first = (s(1, 2) - s(0, 1)) / h
-            last = (s(n - 1, n) - s(n - 2, n - 1)) / h
+        if _np.ndim(h) == 0:
+            inner = (s(2, None) - s(0, n - 2)) / (2.0 * h)
+            if edge_order == 1:
+                first = (s(1, 2) - s(0, 1)) / h
+                last = (s(n - 1, n) - s(n - 2, n - 1)) / h
+            else:
+                a0, b0, c0 = -1.5 / h, 2.0 / h, -0.5 / h
+                a1, b1, c1 = 0.5 / h, -2.0 / h, 1.5 / h
+                first = a0 * s(0, 1) + b0 * s(1, 2) + c0 * s(2, 3)
+                last = a1 * s(n - 3, n - 2) + b1 * s(n - 2, n - 1) + c1 * s(n - 1, n)
         else:
-            first = (-1.5 * s(0, 1) + 2.0 * s(1, 2) - 0.5 * s(2, 3)) / h
-            last = (0.5 * s(n - 3, n - 2) - 2.0 * s(n - 2, n - 1) + 1.5 * s(n - 1, n)) / h
-        outs.append(concatenate([first, inner, last], axis=ax))
-    return outs[0] if len(outs) == 1 else outs
+            d1, d2 = _take_slice(h, 0, 0, n - 2), _take_slice(h, 0, 1, n - 1)
+            a = -d2 / (d1 * (d1 + d2))
+            b = (d2 - d1) / (d1 * d2)
+            c = d1 / (d2 * (d1 + d2))
+            inner = _along(a, ax, nd) * s(0, n - 2) + _along(b, ax, nd) * s(1, n - 1) + _along(c, ax, nd) * s(2, n)
+            if edge_order == 1:
+                first = (s(1, 2) - s(0, 1)) / _take_slice(h, 0, 0, 1)
+                last = (s(n - 1, n) - s(n - 2, n - 1)) / _take_slice(h, 0, n - 2, n - 1)
+            else:
+                e1, e2 = _take_slice(h, 0, 0, 1), _take_slice(h, 0, 1, 2)
+                first = (-(2.0 * e1 + e2) / (e1 * (e1 + e2)) * s(0, 1) + (e1 + e2) / (e1 * e2) * s(1, 2)
+                         - e1 / (e2 * (e1 + e2)) * s(2, 3))
+                e1, e2 = _take_slice(h, 0, n - 3, n - 2), _take_slice(h, 0, n - 2, n - 1)
+                last = (e2 / (e1 * (e1 + e2)) * s(n - 3, n - 2) - (e2 + e1) / (e1 * e2) * s(n - 2, n - 1)
+                        + (2.0 * e2 + e1) / (e2 * (e1 + e2)) * s(n - 1, n))
+            first, last = L.broadcast_to(first, _with_axis(f.shape, ax, 1)), L.broadcast_to(last, _with_axis(f.shape, ax, 1))
+        outs.append(L.cast(concatenate([first, inner, last], axis=ax), f.dtype))
+    return outs[0] if len(outs) == 1 else tuple(outs)   # NumPy 2 returns a tuple
 
 
 # ----- sorting (the module docstring has the algorithms and their cost) -----
