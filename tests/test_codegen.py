@@ -127,6 +127,67 @@ def test_every_task_kind_has_a_lowering():
     assert set(ELEMENT_STEPS) <= {k for k in TaskKind if k.loop}
 
 
+def test_every_layout_op_is_an_index_map_or_writes_its_buffer():
+    """A layout op lowers either as index arithmetic in its readers (`body.LAYOUTS`) or by tasks that
+    write its own buffer (a `buffer` row of `node_tasks.NODE_TASKS`); the partitioner refuses any other."""
+    from codegen.kernels.body import LAYOUTS
+    from codegen.kernels.node_tasks import NODE_TASKS, node_tasks
+
+    missing = [n for n, op in OPS.items() if op.kind == "layout" and op.identity_of is None
+               and n not in LAYOUTS and not node_tasks(op).buffer]
+    assert not missing, f"layout ops with no native lowering (codegen.kernels.body.LAYOUTS or NODE_TASKS): {missing}"
+    assert set(LAYOUTS) | set(NODE_TASKS) <= set(OPS)
+    assert not set(LAYOUTS) & {n for n, r in NODE_TASKS.items() if r.buffer}
+
+
+def test_node_tasks_make_the_task_kinds_their_row_declares():
+    """Each node's tasks are of the kinds its `NODE_TASKS` row (or the reduction/value row) declares,
+    and the rows' buffered nodes are materialized."""
+    from codegen.kernels.node_tasks import node_tasks
+    from codegen.kernels.partition import partition
+    from symgraph.passes.schedule import schedule
+
+    def f(x, w, i):
+        y = np.concatenate([np.sin(x), x * 2.0], axis=0)             # concatenate: one store per operand
+        z = snp.add_at(np.zeros((8, 3)), i, y[:5])                  # scatter_add: a scatter
+        p = x @ w                                                   # matmul: a loop over k without BLAS
+        e = np.einsum("ij,jk->ik", x, w)
+        a = np.argmax(y, axis=1)
+        return np.sum(z) + np.sum(p) + np.sum(e) + np.max(y) + np.sum(a) + np.sum(np.reshape(p, (-1,)))
+
+    rng = np.random.default_rng(0)
+    args = (rng.standard_normal((4, 3)), rng.standard_normal((3, 3)), np.array([0, 2, 2, 7, 1]))
+    g = sg.simplify(sg.trace(f, *args))
+    for blas in (False, True):
+        prog = partition(g, schedule(g), blas=blas)
+        seen = set()
+        for k in prog.kernels:
+            for t in k.tasks:
+                row = node_tasks(t.node.op)
+                assert t.kind in row.kinds, (t.node.op.name, t.kind, row.kinds)
+                seen.add(t.kind)
+        buffered = [n for n in g.nodes if node_tasks(n.op).buffer]
+        assert {n.op.name for n in buffered} >= {"concatenate", "scatter_add", "matmul", "einsum", "argmax", "sum"}
+        assert all(n in prog.materialized for n in buffered)
+        kinds = {str(s) for s in seen}
+        assert {"store", "reduce", "argmax", "scatter"} <= kinds and ("gemm" in kinds) == blas, kinds
+
+
+def test_linear_combinations_read_the_ring_facts():
+    """The BLAS epilogues (`pairing`) pass through the ring's linear ops with coefficients read from
+    their records (add (1, 1), sub (1, -1), neg (-1)) and through its product by a scalar (mul only);
+    the coefficients are the op's law on random inputs."""
+    from codegen.kernels import pairing
+
+    coeffs = {n: pairing._coefficients(op) for n, op in OPS.items() if pairing._coefficients(op) is not None}
+    assert coeffs == {"add": (1.0, 1.0), "sub": (1.0, -1.0), "neg": (-1.0,)}
+    assert [n for n, op in OPS.items() if pairing._is_product(op)] == ["mul"]
+    rng = np.random.default_rng(1)
+    for n, c in coeffs.items():
+        xs = [rng.standard_normal(16) for _ in c]
+        np.testing.assert_array_equal(OPS[n].impl(*xs), sum(ci * x for ci, x in zip(c, xs)))
+
+
 # ----- elementwise -----
 
 UNARY = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid", "erf",

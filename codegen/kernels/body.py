@@ -10,7 +10,7 @@ when it decides what to materialize.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from symgraph.passes.cost import weight as _cost_of_op
 from .affine import Aff, c_strides, fold_divmod, reshape_index
 from .expr import Expr
 
-__all__ = ["BodyBuilder", "uniform_const", "uniform_scalar"]
+__all__ = ["BodyBuilder", "LAYOUTS", "uniform_const", "uniform_scalar"]
 
 _COST_CLAMP = 1 << 30  # `BodyBuilder.cost` saturates here (far above symgraph.passes.cost.EXPENSIVE)
 
@@ -185,7 +185,10 @@ class BodyBuilder:
                 args.append((yield (x, idx)))
             return self._elementwise(n, tuple(args))
         if kind == "layout":
-            return (yield from self._layout(n, idx))
+            fn = LAYOUTS.get(name)
+            if fn is None:
+                raise UnsupportedOpError(f"codegen: layout op {name!r} must be materialized")
+            return (yield from fn(self, n, idx))
         raise UnsupportedOpError(f"codegen: op {name!r} ({kind}) cannot be fused into a loop; "
                                  f"use backend='numpy' for graphs with it")
 
@@ -197,36 +200,38 @@ class BodyBuilder:
         # is ever asked, and a sum of clamped costs clamped is the clamped sum: same answers.
         self.cost.setdefault(e, cost if cost < _COST_CLAMP else _COST_CLAMP)
 
-    def _layout(self, n: Node, idx: tuple[Aff, ...]) -> Any:
-        name = n.op.name
+    # Layout ops as index maps (`LAYOUTS`): the value of n at idx is its input's at the mapped index.
+
+    def _broadcast_to(self, n: Node, idx: tuple[Aff, ...]) -> Any:
         x = n.inputs[0]
+        lead = n.ndim - x.ndim
+        ix = tuple(idx[j + lead] if x.shape[j] == n.shape[j + lead] else Aff() for j in range(x.ndim))
+        return (yield (x, ix))
+
+    def _transpose(self, n: Node, idx: tuple[Aff, ...]) -> Any:
+        x = n.inputs[0]
+        ixl = [Aff()] * x.ndim
+        for i, pi in enumerate(n.params["perm"]):
+            ixl[pi] = idx[i]
+        return (yield (x, tuple(ixl)))
+
+    def _expand_dims(self, n: Node, idx: tuple[Aff, ...]) -> Any:
+        axes = set(n.params["axes"])
+        return (yield (n.inputs[0], tuple(a for i, a in enumerate(idx) if i not in axes)))
+
+    def _squeeze(self, n: Node, idx: tuple[Aff, ...]) -> Any:
+        x = n.inputs[0]
+        axes = set(n.params["axes"])
+        it = iter(idx)
+        return (yield (x, tuple(Aff() if i in axes else next(it) for i in range(x.ndim))))
+
+    def _slice(self, n: Node, idx: tuple[Aff, ...]) -> Any:
         p = n.params
-        if name == "broadcast_to":
-            lead = n.ndim - x.ndim
-            ix = tuple(idx[j + lead] if x.shape[j] == n.shape[j + lead] else Aff() for j in range(x.ndim))
-            return (yield (x, ix))
-        if name == "transpose":
-            perm = p["perm"]
-            ixl = [Aff()] * x.ndim
-            for i, pi in enumerate(perm):
-                ixl[pi] = idx[i]
-            return (yield (x, tuple(ixl)))
-        if name == "expand_dims":
-            axes = set(p["axes"])
-            return (yield (x, tuple(a for i, a in enumerate(idx) if i not in axes)))
-        if name == "squeeze":
-            axes = set(p["axes"])
-            it = iter(idx)
-            return (yield (x, tuple(Aff() if i in axes else next(it) for i in range(x.ndim))))
-        if name == "slice":
-            return (yield (x, tuple(a.scale(st) + s for a, s, st in zip(idx, p["starts"], p["steps"]))))
-        if name == "reshape":
-            return (yield (x, reshape_index(idx, n.shape, x.shape)))
-        if name == "unslice":
-            return (yield from self._unslice(n, idx))
-        if name == "gather":
-            return (yield from self._gather(n, idx))
-        raise UnsupportedOpError(f"codegen: layout op {name!r} must be materialized")
+        return (yield (n.inputs[0], tuple(a.scale(st) + s for a, s, st in zip(idx, p["starts"], p["steps"]))))
+
+    def _reshape(self, n: Node, idx: tuple[Aff, ...]) -> Any:
+        x = n.inputs[0]
+        return (yield (x, reshape_index(idx, n.shape, x.shape)))
 
     def _unslice(self, n: Node, idx: tuple[Aff, ...]) -> Any:
         x = n.inputs[0]
@@ -267,3 +272,18 @@ class BodyBuilder:
         j = Expr.make("_gather_index", (iv,), (size,), np.int64, rng=(0, max(size - 1, 0)))
         return (yield (x, idx[:axis] + (Aff.of(j),) + idx[axis + k:]))
 
+
+
+#: The layout ops fused into their readers as index arithmetic, by op name (a generator per op:
+#: `v = yield (input, index)` asks for an input's value). The partitioner refuses any other layout
+#: op that does not write its own buffer (`node_tasks.NODE_TASKS`: concatenate, scatter_add).
+LAYOUTS: dict[str, Callable[[BodyBuilder, Node, tuple], Any]] = {
+    "broadcast_to": BodyBuilder._broadcast_to,
+    "transpose": BodyBuilder._transpose,
+    "expand_dims": BodyBuilder._expand_dims,
+    "squeeze": BodyBuilder._squeeze,
+    "slice": BodyBuilder._slice,
+    "reshape": BodyBuilder._reshape,
+    "unslice": BodyBuilder._unslice,
+    "gather": BodyBuilder._gather,
+}

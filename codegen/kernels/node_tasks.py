@@ -1,4 +1,4 @@
-"""The tasks that compute each materialized node: one builder per op family, in a table keyed by op name.
+"""The tasks that compute each materialized node: one builder per op family, in a table keyed by op name (`NODE_TASKS`).
 
 A materialized node is computed by one or more `Task`s over loop-body Exprs (`BodyBuilder`):
 a reduction by a reduce (or argmax) task over its operand's shape, a product by a BLAS task
@@ -7,17 +7,21 @@ concatenate and the sums of zero-padded or strided blocks (the gradients of slic
 store per block, a reshape that merges axes by a loop over its operand's finer shape, a
 scatter_add by a scatter, and every other node by one store of its value. The root of a sum
 whose products accumulate in their BLAS calls (`pairing.plan_accumulation`) is a store of the
-other terms, then one accumulating product each.
+other terms, then one accumulating product each. Each row of `NODE_TASKS` also says which task
+kinds (`TaskKind`) its builder makes and whether the node always gets its own buffer (the
+partitioner asks `node_tasks(op)`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from symgraph.errors import ShapeError
 from symgraph.ir import Node
+from symgraph.ops import Op
 from symgraph.ops.linalg import parse_einsum
 
 from .affine import Aff, domain_vars, flat_offset, merge_groups, merge_index
@@ -26,7 +30,7 @@ from .expr import Expr
 from .pairing import gemm_view
 from .tasks import Task, TaskKind
 
-__all__ = ["make_tasks"]
+__all__ = ["make_tasks", "NodeTasks", "NODE_TASKS", "node_tasks"]
 
 STORE, REDUCE, ARGMAX, SCATTER, GEMM = TaskKind.STORE, TaskKind.REDUCE, TaskKind.ARGMAX, TaskKind.SCATTER, \
     TaskKind.GEMM
@@ -46,21 +50,18 @@ def make_tasks(b: BodyBuilder, M: set, order: list[Node], acc_plans: dict, blas:
         ShapeError: a max/min/argmax over an empty axis.
     """
     maker = _TaskMaker(b, M, acc_plans, blas)
-    by_op = _BY_OP
     for n in order:
         if n not in M or n.op.kind == "source":
             continue
         if n in acc_plans:
             maker.accumulation(n)
-        elif n.op.kind == "reduction":
-            maker.reduction(n)
         else:
-            by_op.get(n.op.name, _TaskMaker.value)(maker, n)
+            node_tasks(n.op).build(maker, n)
     return maker.tasks
 
 
 class _TaskMaker:
-    """Appends the tasks of one node at a time to `tasks` (the builders of `_BY_OP`)."""
+    """Appends the tasks of one node at a time to `tasks` (the builders of `NODE_TASKS`)."""
 
     def __init__(self, b: BodyBuilder, M: set, acc_plans: dict, blas: bool):
         self.b = b
@@ -99,18 +100,25 @@ class _TaskMaker:
             beta = 1.0
 
     def reduction(self, n: Node) -> None:
-        """A reduction (argmax included) over its operand's shape."""
+        """A reduction over `axes` of its operand's shape. One whose every output element is an input
+        element (`Op.copies_input`: max, min) has no value over an empty axis."""
+        self._reduce(n, REDUCE, frozenset(n.attr("axes")), n.op.copies_input)
+
+    def argmax(self, n: Node) -> None:
+        """The index of the first maximum along `axis` (none over an empty axis)."""
+        self._reduce(n, ARGMAX, frozenset((n.attr("axis"),)), True)
+
+    def _reduce(self, n: Node, kind: TaskKind, axes: frozenset, needs_elements: bool) -> None:
         name = n.op.name
         x = n.inputs[0]
-        axes = frozenset(n.attr("axes") if name != "argmax" else (n.attr("axis"),))
         for a in axes:
-            if x.shape[a] == 0 and name in ("max", "min", "argmax"):
+            if x.shape[a] == 0 and needs_elements:
                 raise ShapeError(f"{name}: zero-size reduction over axis {a} of shape {x.shape} "
                                  f"has no identity")
         idx = domain_vars(x.shape)
         kept = tuple(a for i, a in enumerate(idx) if i not in axes)
-        self.tasks.append(Task(ARGMAX if name == "argmax" else REDUCE, n, x.shape, axes, self.b.value(x, idx),
-                               flat_offset(n.shape, kept), red_op=name))
+        self.tasks.append(Task(kind, n, x.shape, axes, self.b.value(x, idx), flat_offset(n.shape, kept),
+                               red_op=name))
 
     def matmul(self, n: Node) -> None:
         """A product: a BLAS call on views of the operands, or a loop over (..., m, k, n) summing over k."""
@@ -254,26 +262,56 @@ class _TaskMaker:
                     pieced=True)
 
 
-#: The task builders by op name; a reduction is `_TaskMaker.reduction`, any other op `_TaskMaker.value`.
-_BY_OP: dict[str, Callable[[_TaskMaker, Node], None]] = {
-    "matmul": _TaskMaker.matmul,
-    "einsum": _TaskMaker.einsum,
-    "concatenate": _TaskMaker.concatenate,
-    "add": _TaskMaker.add,
-    "reshape": _TaskMaker.reshape,
-    "scatter_add": _TaskMaker.scatter_add,
+@dataclass(frozen=True)
+class NodeTasks:
+    """How the nodes of one op become tasks (a row of `NODE_TASKS`).
+
+    Attributes:
+        build: appends the node's tasks (a `_TaskMaker` method).
+        kinds: the task kinds (`TaskKind`) it may make (an accumulation root, `pairing`, aside).
+        buffer: the node always gets its own buffer: its tasks write it piece by piece, scatter
+            into it or reduce into it, so it is never computed inside a reader's loop.
+    """
+
+    build: Callable[[_TaskMaker, Node], None]
+    kinds: tuple[TaskKind, ...]
+    buffer: bool = False
+
+
+#: The task builders by op name. Any other reduction is `REDUCTION_TASKS`, any other op `VALUE_TASKS`
+#: (one store of its value; layout ops become index arithmetic, `body.LAYOUTS`).
+NODE_TASKS: dict[str, NodeTasks] = {
+    "matmul": NodeTasks(_TaskMaker.matmul, (GEMM, REDUCE), buffer=True),
+    "einsum": NodeTasks(_TaskMaker.einsum, (STORE, REDUCE), buffer=True),
+    "argmax": NodeTasks(_TaskMaker.argmax, (ARGMAX,), buffer=True),
+    "concatenate": NodeTasks(_TaskMaker.concatenate, (STORE,), buffer=True),  # one store per operand
+    "add": NodeTasks(_TaskMaker.add, (STORE,)),  # sums of strided or padded blocks: one store per block
+    "reshape": NodeTasks(_TaskMaker.reshape, (STORE,)),
+    "scatter_add": NodeTasks(_TaskMaker.scatter_add, (SCATTER,), buffer=True),
 }
+REDUCTION_TASKS = NodeTasks(_TaskMaker.reduction, (REDUCE,), buffer=True)
+VALUE_TASKS = NodeTasks(_TaskMaker.value, (STORE,))
+
+
+def node_tasks(op: Op) -> NodeTasks:
+    """The row of `op`: its own in `NODE_TASKS`, else a reduction's or one store of its value."""
+    row = NODE_TASKS.get(op.name)
+    if row is not None:
+        return row
+    return REDUCTION_TASKS if op.kind == "reduction" else VALUE_TASKS
 
 
 def _unslice_leaves(n: Node, M: set) -> list | None:
-    """The unslices n is a sum of (at least two; fused adds and unslices of n's shape and dtype), or None."""
-    if n.op.name != "add" or n.dtype.kind != "f":
+    """The unslices n is a sum of (at least two; fused adds and unslices of n's shape and dtype), or None.
+
+    n is an add (the "add" row of `NODE_TASKS`); the unslices are named: their parameters are read."""
+    if n.dtype.kind != "f":
         return None
     leaves: list = []
     stack = [n]
     while stack:
         x = stack.pop()
-        if x.op.name == "add" and (x is n or (x not in M and x.op.kind == "elementwise")) \
+        if x.op is n.op and (x is n or (x not in M and x.op.kind == "elementwise")) \
                 and x.shape == n.shape and x.dtype == n.dtype:
             stack.extend(x.inputs)
         elif x.op.name == "unslice" and x is not n and x not in M and x.shape == n.shape:

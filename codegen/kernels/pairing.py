@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from symgraph.ir import Node
+from symgraph.ops import Op
 from symgraph.passes.cost import node_flops
 
 from .affine import Aff
@@ -73,10 +74,40 @@ def gemm_view(b: BodyBuilder, x: Node) -> dict | None:
 
 # ----- gemm epilogues: linear combinations of products accumulate in the BLAS call -----
 
+# What an op contributes to a linear combination comes from its record. A linear ring op (`Op.ring`
+# and `Op.linear`: add, sub, neg) is f(x) = sum_i c_i x_i, so its coefficients are its values at the
+# unit vectors (`_coefficients`, from `Op.impl`); the ring's product is its one non-linear op of two
+# inputs (mul; muladd has three), a scaling when one factor is a uniform constant (`_linear_scale`).
+_COEFFICIENTS: dict[Op, tuple[float, ...] | None] = {}
+
+
+def _coefficients(op: Op) -> tuple[float, ...] | None:
+    """(c_0, ..., c_{n-1}) with op(x_0, ..., x_{n-1}) = sum c_i x_i for a linear ring op (add: (1, 1),
+    sub: (1, -1), neg: (-1,)), else None (cached per op)."""
+    try:
+        return _COEFFICIENTS[op]
+    except KeyError:
+        pass
+    c = None
+    if op.ring and op.linear and op.kind == "elementwise" and op.nin:
+        c = tuple(float(op.impl(*[np.float64(i == j) for j in range(op.nin)])) for i in range(op.nin))
+    _COEFFICIENTS[op] = c
+    return c
+
+
+def _is_product(op: Op) -> bool:
+    """Whether op is the ring's product x * y (`Op.ring`, not linear, two inputs)."""
+    return op.ring and not op.linear and op.nin == 2
+
+
+def _is_linear_step(op: Op) -> bool:
+    """Whether a linear combination may pass through op: a linear ring op or a product (by a scalar)."""
+    return _coefficients(op) is not None or _is_product(op)
+
 
 def _linear_scale(n: Node) -> tuple[Node, float] | None:
     """(x, c) when n = c * x with c a uniform constant (a multiplication by a scalar), else None."""
-    if n.op.name != "mul":
+    if not _is_product(n.op):
         return None
     for i in (0, 1):
         c = uniform_scalar(n.inputs[i])
@@ -107,7 +138,6 @@ def plan_accumulation(order: list[Node], readers: dict, outputs: set, donate: fr
     """
     acc_plans: dict[Node, tuple[list, list]] = {}
     absorbed: set[Node] = set()
-    lin = ("add", "sub", "neg", "mul")
     for m in order:
         if m.op.name != "matmul" or m.dtype not in (np.float32, np.float64) or m in absorbed:
             continue
@@ -119,9 +149,9 @@ def plan_accumulation(order: list[Node], readers: dict, outputs: set, donate: fr
             if len(rs) != 1 or cur in outputs and cur is not m:
                 break
             r = rs[0]
-            if r.op.name not in lin or r.shape != m.shape or r.dtype != m.dtype:
+            if not _is_linear_step(r.op) or r.shape != m.shape or r.dtype != m.dtype:
                 break
-            if r.op.name == "mul" and _linear_scale(r) is None:
+            if _is_product(r.op) and _linear_scale(r) is None:
                 break
             if cur is not m and not _is_inner(cur, readers, outputs):
                 break
@@ -162,19 +192,14 @@ def _linear_terms(root: Node, readers: dict, outputs: set) -> list | None:
         seen += 1
         if seen > 64:
             return None
-        if n is not root and not _is_inner(n, readers, outputs) or n.op.name not in ("add", "sub", "neg", "mul") \
+        if n is not root and not _is_inner(n, readers, outputs) or not _is_linear_step(n.op) \
                 or n.shape != root.shape or n.dtype != root.dtype:
             out.append((c, n))
             continue
-        name = n.op.name
-        if name == "add":
-            stack.append((n.inputs[0], c))
-            stack.append((n.inputs[1], c))
-        elif name == "sub":
-            stack.append((n.inputs[0], c))
-            stack.append((n.inputs[1], -c))
-        elif name == "neg":
-            stack.append((n.inputs[0], -c))
+        coeffs = _coefficients(n.op)
+        if coeffs is not None:
+            for x, ci in zip(n.inputs, coeffs):
+                stack.append((x, c * ci))
         else:
             sc = _linear_scale(n)
             if sc is None:

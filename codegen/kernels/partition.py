@@ -27,10 +27,10 @@ from symgraph.passes.cost import EXPENSIVE
 from symgraph.passes.cost import weight as _cost_of_op
 
 from .affine import Aff
-from .body import BodyBuilder, uniform_const
+from .body import LAYOUTS, BodyBuilder, uniform_const
 from .cut import cut_task
 from .expr import Expr, expr_weight, release_session
-from .node_tasks import make_tasks
+from .node_tasks import make_tasks, node_tasks
 from .pairing import gemm_view, pair_gemms, plan_accumulation
 from .tasks import Kernel, KernelKind, Program, Task, TaskKind, kernel_exprs, task_loads, task_reads
 
@@ -104,7 +104,8 @@ class _Partitioner:
         self.program_cost: int | None = None
 
     def forced(self) -> set:
-        """The nodes that always get a buffer: outputs, reductions, products, concatenates, scatters.
+        """The nodes that always get a buffer: outputs, reductions, products, and the nodes whose tasks
+        write their buffer piece by piece (`node_tasks.NODE_TASKS`: concatenates, scatters).
 
         Raises:
             UnsupportedOpError: an op with no native lowering (opaque ops, layout ops that are not views).
@@ -114,15 +115,15 @@ class _Partitioner:
             if o.op.kind != "source":
                 M.add(o)
         for n in self.order:
-            name = n.op.name
-            kind = n.op.kind
-            if kind in ("reduction", "contraction") or name in ("concatenate", "scatter_add"):
+            op = n.op
+            kind = op.kind
+            if kind in ("reduction", "contraction") or node_tasks(op).buffer:
                 if n not in self.absorbed:
                     M.add(n)
-            elif kind == "opaque" and n.op.identity_of is None:
-                raise UnsupportedOpError(f"codegen: op {name!r} has no native lowering; use backend='numpy'")
-            elif kind == "layout" and n.op.view is None and name not in ("unslice", "gather"):
-                raise UnsupportedOpError(f"codegen: layout op {name!r} has no native lowering; use backend='numpy'")
+            elif kind == "opaque" and op.identity_of is None:
+                raise UnsupportedOpError(f"codegen: op {op.name!r} has no native lowering; use backend='numpy'")
+            elif kind == "layout" and op.identity_of is None and op.name not in LAYOUTS:
+                raise UnsupportedOpError(f"codegen: layout op {op.name!r} has no native lowering; use backend='numpy'")
         return M
 
     def plan(self) -> Program:
