@@ -55,7 +55,7 @@ from ..errors import DTypeError, UnsupportedOpError
 __all__ = [
     "gammaln", "digamma", "psi", "polygamma", "multigammaln", "erf", "erfc", "erfinv", "erfcinv", "expit",
     "logit", "xlogy", "xlog1py", "log_ndtr", "ndtr", "ndtri", "i0", "i1", "i0e", "i1e", "betaln", "beta",
-    "gamma", "logsumexp", "softmax", "log_softmax", "ufunc_rule", "UFUNCS",
+    "gamma", "gammainc", "gammaincc", "betainc", "logsumexp", "softmax", "log_softmax", "ufunc_rule", "UFUNCS",
 ]
 
 # ----- helpers -----
@@ -356,6 +356,85 @@ def beta(a, b):
     return _exp(betaln(a, b))
 
 
+# ----- incomplete gamma and beta functions -----
+
+_GAMMAINC_SERIES = 100  #: terms of the series of P(a, x) (x < a + 1)
+_GAMMAINC_CF = 60  #: depth of Legendre's continued fraction of Q(a, x) (x >= a + 1)
+_BETAINC_CF = 120  #: depth of the continued fraction of I_x(a, b)
+
+
+def _gammainc_pq(a, x):
+    """(P(a, x), Q(a, x)): the series (x < a + 1) or the continued fraction (NR 6.2.5, 6.2.7), fixed depths."""
+    a, x = _promote("gammainc", a, x)
+    ok = (a > 0.0) & (x >= 0.0)
+    a_s = _where(ok, a, _c(1.0, a))
+    x_s = _where(ok, x, _c(1.0, x))
+    use_series = x_s < a_s + 1.0
+    # series: P = x**a e**-x / Gamma(a + 1) * sum_n x**n / ((a+1)...(a+n)), summed from the inside out
+    xs = _where(use_series, x_s, _c(0.5, x))
+    as_ = _where(use_series, a_s, _c(1.0, a))
+    acc = 1.0 + 0.0 * xs
+    for n in range(_GAMMAINC_SERIES, 0, -1):
+        acc = 1.0 + xs / (as_ + float(n)) * acc
+    p_ser = _exp(xlogy(as_, xs) - xs - gammaln(as_ + 1.0)) * acc
+    # continued fraction: Q = e**-x x**a / Gamma(a) / (x + 1 - a - 1(1-a)/(x + 3 - a - 2(2-a)/(...)))
+    xc = _where(use_series, _c(2.0, x), x_s)
+    ac = _where(use_series, _c(1.0, a), a_s)
+    t = 0.0 * xc
+    for n in range(_GAMMAINC_CF, 0, -1):
+        t = (float(n) * (float(n) - ac)) / (xc + (2.0 * n + 1.0) - ac - t)
+    q_cf = _exp(ac * _log(xc) - xc - gammaln(ac)) / (xc + 1.0 - ac - t)
+    p = _where(use_series, p_ser, 1.0 - q_cf)
+    q = _where(use_series, 1.0 - p_ser, q_cf)
+    nan = _c(np.nan, p)
+    return _where(ok, p, nan), _where(ok, q, nan)
+
+
+def gammainc(a, x):
+    """The regularized lower incomplete gamma function P(a, x) (scipy.special.gammainc), a > 0, x >= 0.
+
+    The series for x < a + 1 (100 terms) or Legendre's continued fraction
+    (depth 60) above, both of fixed length: relative 1e-13 for a <= 100
+    (larger a converge more slowly; the error grows). Differentiable in x and a.
+    """
+    return _gammainc_pq(a, x)[0]
+
+
+def gammaincc(a, x):
+    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x) (scipy.special.gammaincc)."""
+    return _gammainc_pq(a, x)[1]
+
+
+def _betainc_cf(a, b, x):
+    """I_x(a, b) by the continued fraction (NR 6.4.5) evaluated from a fixed depth inwards; x below the mean."""
+    t = 0.0 * x
+    for k in range(_BETAINC_CF, 0, -1):
+        m = float(k // 2)
+        if k % 2:  # d_{2m+1}
+            d = -((a + m) * (a + b + m) * x) / ((a + 2.0 * m) * (a + 2.0 * m + 1.0))
+        else:  # d_{2m}
+            d = (m * (b - m) * x) / ((a + 2.0 * m - 1.0) * (a + 2.0 * m))
+        t = d / (1.0 + t)
+    front = _exp(xlogy(a, x) + xlog1py(b, -x) - betaln(a, b)) / a
+    return front / (1.0 + t)
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function I_x(a, b) (scipy.special.betainc), a, b > 0, 0 <= x <= 1.
+
+    The continued fraction (NR 6.4.5) of fixed depth 120 for x < (a + 1)/(a + b + 2), else
+    1 - I_{1-x}(b, a): relative 1e-13 for a, b <= 100. Differentiable in x, a and b.
+    """
+    a, b, x = _promote("betainc", a, b, x)
+    ok = (a > 0.0) & (b > 0.0) & (x >= 0.0) & (x <= 1.0)
+    a = _where(ok, a, _c(1.0, a))
+    b = _where(ok, b, _c(1.0, b))
+    x = _where(ok, x, _c(0.5, x))
+    low = x < (a + 1.0) / (a + b + 2.0)
+    direct = _betainc_cf(_where(low, a, b), _where(low, b, a), _where(low, x, 1.0 - x))
+    return _where(ok, _where(low, direct, 1.0 - direct), _c(np.nan, x))
+
+
 # ----- error function family -----
 
 
@@ -638,6 +717,7 @@ UFUNCS: dict = {
     "gammaln": gammaln, "psi": digamma, "erf": erf, "erfc": erfc, "erfinv": erfinv, "erfcinv": erfcinv,
     "expit": expit, "logit": logit, "xlogy": xlogy, "xlog1py": xlog1py, "log_ndtr": log_ndtr, "ndtr": ndtr,
     "ndtri": ndtri, "i0": i0, "i1": i1, "i0e": i0e, "i1e": i1e, "betaln": betaln, "gamma": gamma, "beta": beta,
+    "gammainc": gammainc, "gammaincc": gammaincc, "betainc": betainc,
 }
 
 

@@ -8,8 +8,10 @@ Each distribution is a namespace of functions with SciPy's argument names
 `logistic.logpdf(x, loc, scale)`), written with symgraph.numpy and
 `symgraph.scipy.special`, so every argument may be traced and
 differentiated (to any order). Values follow SciPy: -inf log density
-outside the support. The CDFs of t, gamma, chi2, beta and poisson need the
-incomplete beta and gamma functions, which are not provided yet.
+outside the support. The CDFs (cdf, logcdf, sf, logsf) of t, gamma, chi2,
+beta and poisson use `special.gammainc`/`gammaincc`/`betainc` (fixed-depth
+series and continued fractions: relative 1e-13 for shape parameters up to
+about 100). Quantiles (ppf) exist for norm and logistic only.
 """
 
 from __future__ import annotations
@@ -147,7 +149,23 @@ def _t_logpdf(x, df, loc=0.0, scale=1.0):
             - half * sp._log1p(z * z / df))
 
 
-t = _Namespace("t", logpdf=_t_logpdf, pdf=lambda x, df, loc=0.0, scale=1.0: sp._exp(_t_logpdf(x, df, loc, scale)))
+def _t_cdf(x, df, loc=0.0, scale=1.0):
+    """P(T <= x) = 1 - I_{df/(df+z^2)}(df/2, 1/2)/2 for z >= 0 (by symmetry below)."""
+    x, df, loc, scale = _promote(x, df, loc, scale)
+    z = (x - loc) / scale
+    tail = 0.5 * sp.betainc(0.5 * df, 0.5 + 0.0 * df, df / (df + z * z))
+    return snp.where(z < 0.0, tail, 1.0 - tail)
+
+
+def _t_sf(x, df, loc=0.0, scale=1.0):
+    x, df, loc, scale = _promote(x, df, loc, scale)
+    return _t_cdf(loc - (x - loc), df, loc, scale)
+
+
+t = _Namespace("t", logpdf=_t_logpdf, pdf=lambda x, df, loc=0.0, scale=1.0: sp._exp(_t_logpdf(x, df, loc, scale)),
+               cdf=_t_cdf, sf=_t_sf,
+               logcdf=lambda x, df, loc=0.0, scale=1.0: _log_prob(_t_cdf(x, df, loc, scale), _t_sf(x, df, loc, scale)),
+               logsf=lambda x, df, loc=0.0, scale=1.0: _log_prob(_t_sf(x, df, loc, scale), _t_cdf(x, df, loc, scale)))
 
 # ----- gamma, chi2 -----
 
@@ -165,10 +183,37 @@ def _chi2_logpdf(x, df, loc=0.0, scale=1.0):
     return _gamma_logpdf(x, 0.5 * df, loc, 2.0 * scale)
 
 
-gamma = _Namespace("gamma", logpdf=_gamma_logpdf,
-                   pdf=lambda x, a, loc=0.0, scale=1.0: sp._exp(_gamma_logpdf(x, a, loc, scale)))
-chi2 = _Namespace("chi2", logpdf=_chi2_logpdf,
-                  pdf=lambda x, df, loc=0.0, scale=1.0: sp._exp(_chi2_logpdf(x, df, loc, scale)))
+def _gamma_cdf(x, a, loc=0.0, scale=1.0, upper=False):
+    x, a, loc, scale = _promote(x, a, loc, scale)
+    y = (x - loc) / scale
+    inside = y >= 0.0
+    ys = snp.where(inside, y, 0.0 * y)
+    fn = sp.gammaincc if upper else sp.gammainc
+    return snp.where(inside, fn(a, ys), sp._c(1.0 if upper else 0.0, ys))
+
+
+def _chi2_cdf(x, df, loc=0.0, scale=1.0, upper=False):
+    x, df, loc, scale = _promote(x, df, loc, scale)
+    return _gamma_cdf(x, 0.5 * df, loc, 2.0 * scale, upper)
+
+
+def _log_prob(p, complement):
+    """log p, as log1p(-(1 - p)) where p > 1/2 so that p = 1 - 1e-12 keeps its digits."""
+    big = p > 0.5
+    return snp.where(big, sp._log1p(-snp.where(big, complement, 0.0 * complement)),
+                     sp._log(snp.where(big, 0.5 + 0.0 * p, p)))
+
+
+def _cdf_family(name, logpdf, cdf, *params):
+    """A namespace with logpdf, pdf, cdf, logcdf, sf, logsf from logpdf and cdf(..., upper=)."""
+    return _Namespace(name, logpdf=logpdf, pdf=lambda *a, **k: sp._exp(logpdf(*a, **k)), cdf=cdf,
+                      logcdf=lambda *a, **k: _log_prob(cdf(*a, **k), cdf(*a, upper=True, **k)),
+                      sf=lambda *a, **k: cdf(*a, upper=True, **k),
+                      logsf=lambda *a, **k: _log_prob(cdf(*a, upper=True, **k), cdf(*a, **k)))
+
+
+gamma = _cdf_family("gamma", _gamma_logpdf, _gamma_cdf)
+chi2 = _cdf_family("chi2", _chi2_logpdf, _chi2_cdf)
 
 # ----- beta -----
 
@@ -182,8 +227,16 @@ def _beta_logpdf(x, a, b, loc=0.0, scale=1.0):
                             - sp._log(scale))
 
 
-beta = _Namespace("beta", logpdf=_beta_logpdf,
-                  pdf=lambda x, a, b, loc=0.0, scale=1.0: sp._exp(_beta_logpdf(x, a, b, loc, scale)))
+def _beta_cdf(x, a, b, loc=0.0, scale=1.0, upper=False):
+    x, a, b, loc, scale = _promote(x, a, b, loc, scale)
+    y = (x - loc) / scale
+    ys = snp.minimum(snp.maximum(y, 0.0 * y), 1.0 + 0.0 * y)
+    if upper:  # 1 - I_y(a, b) = I_{1-y}(b, a)
+        return sp.betainc(b, a, 1.0 - ys)
+    return sp.betainc(a, b, ys)
+
+
+beta = _cdf_family("beta", _beta_logpdf, _beta_cdf)
 
 # ----- poisson -----
 
@@ -196,8 +249,21 @@ def _poisson_logpmf(k, mu, loc=0.0):
     return _neg_inf_outside(inside, sp.xlogy(js, mu) - sp.gammaln(js + 1.0) - mu)
 
 
+def _poisson_cdf(k, mu, loc=0.0, upper=False):
+    """P(K <= k) = Q(floor(k) + 1, mu) (the upper regularized gamma function); 0 below the support."""
+    k, mu, loc = _promote(k, mu, loc)
+    j = sp._floor(k - loc)
+    inside = j >= 0.0
+    js = snp.where(inside, j, 0.0 * j)
+    fn = sp.gammainc if upper else sp.gammaincc
+    return snp.where(inside, fn(js + 1.0, mu), sp._c(1.0 if upper else 0.0, js))
+
+
 poisson = _Namespace("poisson", logpmf=_poisson_logpmf,
-                     pmf=lambda k, mu, loc=0.0: sp._exp(_poisson_logpmf(k, mu, loc)))
+                     pmf=lambda k, mu, loc=0.0: sp._exp(_poisson_logpmf(k, mu, loc)), cdf=_poisson_cdf,
+                     logcdf=lambda k, mu, loc=0.0: _log_prob(_poisson_cdf(k, mu, loc), _poisson_cdf(k, mu, loc, True)),
+                     sf=lambda k, mu, loc=0.0: _poisson_cdf(k, mu, loc, upper=True),
+                     logsf=lambda k, mu, loc=0.0: _log_prob(_poisson_cdf(k, mu, loc, True), _poisson_cdf(k, mu, loc)))
 
 # ----- multivariate_normal -----
 
