@@ -177,7 +177,7 @@ def _inputs(name, dtype, impl_poly):
         hi = 720 if f64 else 90
         x = np.concatenate([u(-60, hi, n), u(-1, 1, n // 2), np.geomspace(1e-300 if f64 else 1e-38, 1, n // 4)])
         x = np.concatenate([x, -x[n:]])
-    elif name in ("log", "log1p"):
+    elif name in ("log", "log1p", "log2", "log10"):
         lo = -320 if f64 else -45
         hi = 308 if f64 else 38
         x = np.concatenate([10.0 ** u(lo, hi, n), u(0.5, 2, n // 2), 1 + u(-1e-6, 1e-6, n // 8),
@@ -231,6 +231,23 @@ def _pow_inputs(dtype):
     return x, y
 
 
+def _binary_inputs(dtype):
+    """Pairs for a binary function other than pow (atan2, hypot): both signs, ratios near 1 and far from
+    it, huge and tiny magnitudes, and every pair of edge values (C99 special cases: zeros, infinities, NaN)."""
+    rng = np.random.default_rng(_RNG_SEED + 2)
+    n = 1 << 15
+    f64 = dtype == np.float64
+    u = rng.uniform
+    sign = lambda m: rng.choice([-1.0, 1.0], m)  # noqa: E731
+    top = 300 if f64 else 37
+    x = np.concatenate([u(-10, 10, n), sign(n) * 10.0 ** u(-top, top, n), u(-1, 1, n // 4)])
+    y = np.concatenate([u(-10, 10, n), sign(n) * 10.0 ** u(-top, top, n), x[-(n // 4):] * (1 + u(-1e-3, 1e-3, n // 4))])
+    e = _edges(dtype)
+    ex, ey = np.meshgrid(e, e)
+    with np.errstate(over="ignore", under="ignore"):
+        return (np.concatenate([x.astype(dtype), ex.ravel()]), np.concatenate([y.astype(dtype), ey.ravel()]))
+
+
 def _reference(name, *xs):
     with np.errstate(all="ignore"):
         if name in ("sigmoid", "erf"):
@@ -254,7 +271,12 @@ def _check(name, dtype, impl):
     dtype = np.dtype(dtype)
     k = kernel(name, dtype, impl)
     poly = vmath._choose(name, "f64" if dtype == np.float64 else "f32", impl) == "poly"
-    xs = _pow_inputs(dtype) if name == "pow" else (_inputs(name, dtype, poly),)
+    if name == "pow":
+        xs = _pow_inputs(dtype)
+    elif vmath.FUNCTIONS[name] == 2:
+        xs = _binary_inputs(dtype)
+    else:
+        xs = (_inputs(name, dtype, poly),)
     got = k(*xs)
     want = _reference(name, *xs)
     assert want.dtype == dtype

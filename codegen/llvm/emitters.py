@@ -160,6 +160,40 @@ def _floor(cx, e, a):
     return a[0]
 
 
+def _rounding(intrinsic: str) -> Emitter:
+    def emit(cx: LoweringContext, e: Expr, a: list) -> ir.Value:
+        if is_float(e.dtype):
+            return cx.builder.call(cx.intrinsic(intrinsic, a[0].type), [a[0]])
+        return a[0]  # integers are their own ceil and trunc (NumPy keeps the integer dtype)
+
+    return emit
+
+
+EMITTERS["ceil"] = _rounding("ceil")
+EMITTERS["trunc"] = _rounding("trunc")
+EMITTERS["rint"] = _rounding("roundeven")  # rint in the default rounding mode: ties to even
+
+
+@emitter("signbit")
+def _signbit(cx, e, a):
+    """The sign bit: of the float's bits (set for -0.0 and negative NaNs), x < 0 for signed integers."""
+    b = cx.builder
+    d = _arg_dtype(e)
+    x = a[0]
+    if is_float(d):
+        ity = ir.IntType(64 if x.type == F64 else 32)
+        return b.icmp_signed("<", b.bitcast(x, ity), ir.Constant(ity, 0))
+    if is_signed(d):
+        return b.icmp_signed("<", x, ir.Constant(x.type, 0))
+    return ir.Constant(I1, 0)
+
+
+@emitter("copysign")
+def _copysign(cx, e, a):
+    """llvm.copysign: |x1| with x2's sign bit, bitwise as C copysign (NaN signs included)."""
+    return cx.builder.call(cx.intrinsic("copysign", a[0].type, 2), [a[0], a[1]])
+
+
 @emitter("isnan")
 def _isnan(cx, e, a):
     if is_float(_arg_dtype(e)):

@@ -1,4 +1,7 @@
-"""Elementwise arithmetic: + - * /, floor division and remainders, powers, abs, sign, floor, maximum, minimum, clip.
+"""Elementwise arithmetic: + - * /, floor division and remainders, powers, abs, sign, rounding, maximum, minimum, clip.
+
+Also copysign, heaviside and float_power, and the rounding functions (floor, ceil,
+trunc, rint, fix, round/around), which have zero derivative.
 
 Also `stop_gradient` (x with zero derivative), which the composites use.
 """
@@ -16,9 +19,10 @@ from ..ir import Node
 from .logic import equal, greater, isnan, less, logical_and, not_equal, where
 
 __all__ = [
-    "abs", "absolute", "add", "clip", "divide", "floor", "floor_divide", "fmax", "fmin", "fmod", "maximum",
-    "minimum", "mod", "multiply", "negative", "positive", "power", "reciprocal", "remainder", "sign", "square",
-    "stop_gradient", "subtract", "true_divide",
+    "abs", "absolute", "add", "around", "ceil", "clip", "copysign", "divide", "fabs", "fix", "float_power", "floor",
+    "floor_divide", "fmax", "fmin", "fmod", "heaviside", "maximum", "minimum", "mod", "multiply", "negative",
+    "positive", "power", "reciprocal", "remainder", "rint", "round", "sign", "square", "stop_gradient", "subtract",
+    "true_divide", "trunc",
 ]
 
 
@@ -160,6 +164,101 @@ def floor(x: Any) -> Any:
     return L.unary("floor", x, float_op=False)
 
 
+def ceil(x: Any) -> Any:
+    """Round toward +inf (ceil(-0.5) = -0.0); integers keep their dtype, as in NumPy; zero derivative."""
+    return L.unary("ceil", x, float_op=False)
+
+
+def trunc(x: Any) -> Any:
+    """Round toward 0 (trunc(-0.5) = -0.0); integers keep their dtype, as in NumPy; zero derivative."""
+    return L.unary("trunc", x, float_op=False)
+
+
+def fix(x: Any) -> Any:
+    """Round toward 0, NumPy's fix (equal to trunc, signed zeros included); zero derivative."""
+    return trunc(x)
+
+
+def rint(x: Any) -> Any:
+    """Round to the nearest integer, ties to even (rint(2.5) = 2.0, rint(-0.5) = -0.0); integers give float64.
+
+    Zero derivative.
+    """
+    return L.unary("rint", x)
+
+
+def round(x: Any, decimals: int = 0, out: Any = None) -> Any:  # noqa: A001
+    """Round to `decimals` decimal places, NumPy's algorithm; zero derivative.
+
+    As NumPy (PyArray_Round): for decimals >= 0, rint(x * 10**decimals) / 10**decimals,
+    for decimals < 0, rint(x / 10**-decimals) * 10**-decimals, with the power of
+    ten rounded to x's float type (so 2.675 rounds to 2.67 or 2.68 exactly as
+    NumPy's does, ties to even). Integers with decimals >= 0 are returned
+    unchanged; with decimals < 0 they are rounded through float64 and keep their
+    dtype. A power of ten beyond the float range gives NaN, as in NumPy.
+
+    Raises:
+        UnsupportedOpError: `out=` (traced values are immutable).
+    """
+    if out is not None:
+        raise UnsupportedOpError("np.round(..., out=...) writes in place, which tracing does not support")
+    decimals = int(decimals)
+    dt = L.result_dtype(x)
+    if dt.kind in "biu":
+        if decimals >= 0:
+            return x
+        return L.cast(round(L.cast(x, _np.float64), decimals), dt)
+    try:
+        f = 10.0 ** builtins.abs(decimals)
+    except OverflowError:
+        f = _np.inf
+    with _np.errstate(over="ignore"):
+        f = _np.asarray(f, dtype=dt)
+    if decimals >= 0:
+        return divide(rint(multiply(x, f)), f)
+    return multiply(rint(divide(x, f)), f)
+
+
+around = round
+
+
+def fabs(x: Any) -> Any:
+    """Absolute value as a float (integers give float64); derivative sign(x), 0 at 0 (as abs)."""
+    return abs(L.to_float(x))
+
+
+def copysign(x1: Any, x2: Any) -> Any:
+    """|x1| with the sign bit of x2 (so -0.0 and a negative NaN count as negative), C's copysign.
+
+    Operands broadcast and promote (integers give float64). Derivative
+    sign(x1) * (+1 or -1 by x2's sign bit) in x1, 0 at x1 = 0 (the kink of
+    |x1|, as abs'(0)); 0 in x2 (piecewise constant).
+    """
+    return L.binary("copysign", x1, x2, float_op=True)
+
+
+def heaviside(x1: Any, x2: Any) -> Any:
+    """The step function: 0 where x1 < 0, x2 where x1 == 0, 1 where x1 > 0, NaN where x1 is NaN (NumPy's).
+
+    Operands broadcast and promote (integers give float64). Derivative 0 in x1
+    (the Dirac mass at 0 is dropped: the convention of every piecewise-constant
+    op); in x2, 1 where x1 == 0 (the value is x2 there) and 0 elsewhere.
+    """
+    x1, x2 = L.to_float(x1), L.to_float(x2)
+    dt = L.result_dtype(x1, x2)
+    step = where(less(x1, 0.0), _np.asarray(0.0, dt), _np.asarray(1.0, dt))
+    out = where(equal(x1, 0.0), x2, step)
+    return where(isnan(x1), _np.asarray(_np.nan, dt), out)
+
+
+def float_power(x1: Any, x2: Any) -> Any:
+    """x1 ** x2 in float64 (NumPy's float_power: both operands cast to float64 first, float32 too).
+
+    The power is `power` on the float64 operands, with its derivative rules.
+    """
+    return power(L.cast(x1, _np.float64), L.cast(x2, _np.float64))
+
+
 def maximum(x: Any, y: Any) -> Any:
     """Elementwise max; at a tie the derivative goes to y (so maximum(x, 0) has derivative 0 at 0)."""
     return L.binary("maximum", x, y)
@@ -208,9 +307,11 @@ UFUNCS = {
     "add": add, "subtract": subtract, "multiply": multiply, "divide": divide, "true_divide": divide,
     "floor_divide": floor_divide, "remainder": remainder, "fmod": fmod, "power": power, "negative": negative,
     "positive": positive, "absolute": abs, "sign": sign, "square": square, "reciprocal": reciprocal,
-    "maximum": maximum, "minimum": minimum, "fmax": fmax, "fmin": fmin, "floor": floor,
+    "maximum": maximum, "minimum": minimum, "fmax": fmax, "fmin": fmin, "floor": floor, "ceil": ceil, "trunc": trunc,
+    "rint": rint, "fabs": fabs, "copysign": copysign, "heaviside": heaviside, "float_power": float_power,
 }
 
 FUNCTIONS = {
-    _np.clip: clip, _np.abs: abs, _np.square: square, _np.maximum: maximum, _np.minimum: minimum,
+    _np.clip: clip, _np.abs: abs, _np.square: square, _np.maximum: maximum, _np.minimum: minimum, _np.round: round,
+    _np.around: around, _np.fix: fix,
 }

@@ -1,7 +1,8 @@
 """Elementwise elementary functions: exponentials, logarithms, roots, trigonometric and hyperbolic functions.
 
-Also sigmoid, erf and logaddexp. Functions without a primitive of their own
-(exp2, log2, sinh, ...) are built from primitives with their accuracy stated.
+Also sigmoid, erf, logaddexp, logaddexp2, sinc and the angle conversions. Functions
+without a primitive of their own (exp2, sinh, deg2rad, sinc, ...) are built from
+primitives with their accuracy stated.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from .arithmetic import (
 from .logic import greater, isnan, less, where
 
 __all__ = [
-    "arcsinh", "cos", "cosh", "erf", "exp", "exp2", "expm1", "log", "log10", "log1p", "log2", "logaddexp",
-    "sigmoid", "sin", "sinh", "sqrt", "tan", "tanh",
+    "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh", "cbrt", "cos", "cosh", "deg2rad",
+    "degrees", "erf", "exp", "exp2", "expm1", "hypot", "log", "log10", "log1p", "log2", "logaddexp", "logaddexp2",
+    "rad2deg", "radians", "sigmoid", "sin", "sinc", "sinh", "sqrt", "tan", "tanh",
 ]
 
 
@@ -48,14 +50,63 @@ erf = _unary("erf", "Error function.")
 arcsinh = _unary("arcsinh", "Inverse hyperbolic sine; derivative 1 / sqrt(x**2 + 1).")
 
 
-def log2(x: Any) -> Any:
-    """Base-2 logarithm."""
-    return multiply(log(x), 1.0 / math.log(2.0))
+arcsin = _unary("arcsin", "Inverse sine, in [-pi/2, pi/2]; derivative 1 / sqrt((1 - x)(1 + x)), +inf at +-1.")
+arccos = _unary("arccos", "Inverse cosine, in [0, pi]; derivative -1 / sqrt((1 - x)(1 + x)), -inf at +-1.")
+arctan = _unary("arctan", "Inverse tangent, in (-pi/2, pi/2); derivative 1 / (1 + x**2).")
+arccosh = _unary("arccosh", "Inverse hyperbolic cosine (x >= 1); derivative 1 / sqrt((x - 1)(x + 1)), +inf at 1.")
+arctanh = _unary("arctanh", "Inverse hyperbolic tangent (|x| <= 1); derivative 1 / ((1 - x)(1 + x)).")
+cbrt = _unary("cbrt", "Real cube root (cbrt(-8) = -2); derivative 1 / (3 cbrt(x)**2), +inf at 0.")
+log2 = _unary("log2", "Base-2 logarithm, exact at powers of two (a primitive: libm's log2); derivative 1 / (x ln 2).")
+log10 = _unary("log10", "Base-10 logarithm (a primitive: libm's log10); derivative 1 / (x ln 10).")
 
 
-def log10(x: Any) -> Any:
-    """Base-10 logarithm."""
-    return multiply(log(x), 1.0 / math.log(10.0))
+def _binary_math(name: str, doc: str):
+    def fn(x1: Any, x2: Any) -> Any:
+        return L.binary(name, x1, x2, float_op=True)
+
+    fn.__name__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+arctan2 = _binary_math("arctan2", """Angle of the point (x2, x1) in radians, in [-pi, pi] (C's atan2, signed zeros).
+
+Operands broadcast and promote as NumPy's (integers give float64). Derivatives
+x2 / r**2 in x1 and -x1 / r**2 in x2 with r = hypot(x1, x2); at (0, 0), where
+the angle is not continuous, both are 0 (docs/differentiation.md).""")
+hypot = _binary_math("hypot", """sqrt(x1**2 + x2**2) without overflow or underflow (C's hypot).
+
+Derivatives x1 / r and x2 / r; at (0, 0), the kink of the cone, both are 0
+(the convention of abs'(0) and of norm at 0; docs/differentiation.md).""")
+
+
+def _angle_factor(x: Any, num: float, den: float) -> tuple[Any, Any]:
+    """x as float and the factor num/den computed as NumPy does: in x's float type, num and den rounded first."""
+    x = L.to_float(x)
+    dt = L.result_dtype(x)
+    return x, _np.asarray(dt.type(num) / dt.type(den))
+
+
+def deg2rad(x: Any) -> Any:
+    """Degrees to radians: x * (pi / 180), bit for bit as NumPy (the factor rounded in x's float type).
+
+    Integers give float64; float32 stays float32. Derivative pi / 180.
+    """
+    x, c = _angle_factor(x, math.pi, 180.0)
+    return multiply(x, c)
+
+
+def rad2deg(x: Any) -> Any:
+    """Radians to degrees: x * (180 / pi), bit for bit as NumPy (float32: float32(180) / float32(pi)).
+
+    Integers give float64; float32 stays float32. Derivative 180 / pi.
+    """
+    x, c = _angle_factor(x, 180.0, math.pi)
+    return multiply(x, c)
+
+
+radians = deg2rad
+degrees = rad2deg
 
 
 def exp2(x: Any) -> Any:
@@ -151,14 +202,95 @@ def logaddexp(x: Any, y: Any) -> Any:
     return add(log(add(exp(subtract(x, m)), exp(subtract(y, m)))), m)
 
 
+def _logaddexp2_value(x: Any, y: Any) -> Any:
+    # NumPy's npy_logaddexp2: x == y gives x + 1 (also for infinities); otherwise the larger plus
+    # log2(1 + 2**-|x - y|), that log computed as log1p(.) * log2(e); NaN propagates
+    d = subtract(x, y)
+    big = where(greater(d, 0.0), x, y)
+    tail = multiply(log1p(exp2(negative(abs(d)))), 1.0 / math.log(2.0))
+    out = add(big, tail)
+    out = where(isnan(d), d, out)
+    return where(L.binary("eq", x, y), add(x, 1.0), out)
+
+
+_logaddexp2_rule = _custom.custom_jvp(_logaddexp2_value)
+# the derivatives are the weights 2**(x - out) and 2**(y - out) (1/2 each at x == y), written through exp2 so
+# that they differentiate again
+_logaddexp2_rule.defjvps(lambda t, out, x, y: multiply(t, exp2(subtract(x, out))),
+                         lambda t, out, x, y: multiply(t, exp2(subtract(y, out))))
+
+
+def logaddexp2(x: Any, y: Any) -> Any:
+    """log2(2**x + 2**y) as NumPy computes it (npy_logaddexp2), with exact derivatives.
+
+    The larger operand plus log1p(2**-|x - y|) * log2(e); x == y gives x + 1
+    (so logaddexp2(inf, inf) = inf). Operands broadcast and promote (integers
+    give float64). Derivatives 2**(x - out) and 2**(y - out): the softmax
+    weights in base 2, 1/2 each at x == y (no tie convention involved).
+    """
+    x, y = L.to_float(x), L.to_float(y)
+    if not (isinstance(x, Node) or isinstance(y, Node)):
+        return _np.logaddexp2(x, y)
+    dt = L.result_dtype(x, y)
+    shape = _np.broadcast_shapes(_np.shape(x), _np.shape(y))
+    x, y = (L.broadcast_to(L.cast(v, dt) if isinstance(v, Node) else L.constant(_np.asarray(v, dt)), shape)
+            for v in (x, y))
+    return _logaddexp2_rule(x, y)
+
+
+#: |pi x| below which sinc's derivative is its Taylor polynomial: (cos t - sin t / t) / x cancels there.
+_SINC_TAYLOR = 0.1
+
+
+def _sinc_value(x: Any) -> Any:
+    # NumPy's formula: y = pi * where(x == 0, 1e-20, x); sin(y) / y
+    y = multiply(math.pi, where(L.binary("eq", x, 0.0), 1.0e-20, x))
+    return divide(sin(y), y)
+
+
+_sinc_rule = _custom.custom_jvp(_sinc_value)
+
+
+def _sinc_derivative(x: Any, out: Any) -> Any:
+    # sinc'(x) = (cos(pi x) - sinc(x)) / x; for |t| = |pi x| < 0.1 its Taylor series
+    # pi * (-t/3 + t**3/30 - t**5/840 + t**7/45360) (coefficient (-1)**n 2n / (2n+1)! of t**(2n-1)), which
+    # gives sinc'(0) = 0 and sinc''(0) = -pi**2 / 3 exactly; both branches are NaN-free to any order
+    t = multiply(math.pi, x)
+    small = less(abs(t), _SINC_TAYLOR)
+    t2 = multiply(t, t)
+    series = multiply(multiply(t, add(-1.0 / 3.0, multiply(t2, add(1.0 / 30.0, multiply(
+        t2, add(-1.0 / 840.0, multiply(t2, 1.0 / 45360.0))))))), math.pi)
+    xs = where(small, 1.0, x)
+    direct = divide(subtract(cos(multiply(math.pi, xs)), _sinc_rule(xs)), xs)
+    return where(small, series, direct)
+
+
+_sinc_rule.defjvps(lambda t, out, x: multiply(t, _sinc_derivative(x, out)))
+
+
+def sinc(x: Any) -> Any:
+    """The normalized sinc sin(pi x) / (pi x), 1 at 0, as NumPy computes it.
+
+    Values are NumPy's formula (pi * where(x == 0, 1e-20, x) into sin(y) / y);
+    float32 stays float32, integers give float64. The derivative is a rule of its
+    own, (cos(pi x) - sinc(x)) / x, replaced by its Taylor polynomial for
+    |pi x| < 0.1 where the formula cancels, so that sinc'(0) = 0 and
+    sinc''(0) = -pi**2 / 3 as the true function's (any order differentiates).
+    """
+    x = L.to_float(x)
+    return _sinc_rule(x) if isinstance(x, Node) else _np.sinc(x)
+
+
 # ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
 
 UFUNCS = {
     "exp": exp, "log": log, "log1p": log1p, "expm1": expm1, "log2": log2, "log10": log10, "exp2": exp2,
     "sqrt": sqrt, "sin": sin, "cos": cos, "tan": tan, "tanh": tanh, "sinh": sinh, "cosh": cosh, "arcsinh": arcsinh,
-    "logaddexp": logaddexp,
+    "logaddexp": logaddexp, "logaddexp2": logaddexp2, "arcsin": arcsin, "arccos": arccos, "arctan": arctan,
+    "arccosh": arccosh, "arctanh": arctanh, "arctan2": arctan2, "hypot": hypot, "cbrt": cbrt, "deg2rad": deg2rad,
+    "rad2deg": rad2deg, "radians": radians, "degrees": degrees,
 }
 
 FUNCTIONS = {
-    _np.exp: exp, _np.log: log, _np.sqrt: sqrt, _np.tanh: tanh,
+    _np.exp: exp, _np.log: log, _np.sqrt: sqrt, _np.tanh: tanh, _np.sinc: sinc,
 }

@@ -8,17 +8,44 @@ from typing import Any
 
 from .. import lax as L
 from ..errors import UnsupportedOpError
+from ..ir import Node
 
 __all__ = [
-    "bitwise_and", "bitwise_or", "bitwise_xor", "equal", "greater", "greater_equal", "invert", "isnan",
-    "left_shift", "less", "less_equal", "logical_and", "logical_not", "logical_or", "not_equal", "right_shift",
-    "where",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "equal", "greater", "greater_equal", "invert", "isfinite", "isinf",
+    "isnan", "left_shift", "less", "less_equal", "logical_and", "logical_not", "logical_or", "not_equal",
+    "right_shift", "signbit", "where",
 ]
 
 
 def isnan(x: Any) -> Any:
     """NaN test (bool)."""
     return L.unary("isnan", x, float_op=False)
+
+
+def _all_true_like(x: Any) -> Any:
+    """True of x's shape (the finiteness of an integer or bool array)."""
+    if isinstance(x, Node):
+        return L.broadcast_to(L.constant(_np.asarray(True)), x.shape)
+    return _np.ones(_np.shape(x), dtype=bool)
+
+
+def isinf(x: Any) -> Any:
+    """+-inf test (bool): |x| == inf, False for NaN and for integers."""
+    if L.result_dtype(x).kind != "f":
+        return L.binary("ne", _all_true_like(x), True)
+    return L.binary("eq", L.unary("abs", x, float_op=False), _np.inf)
+
+
+def isfinite(x: Any) -> Any:
+    """Finiteness test (bool): |x| < inf, False for NaN and +-inf, True for integers."""
+    if L.result_dtype(x).kind != "f":
+        return _all_true_like(x)
+    return L.binary("lt", L.unary("abs", x, float_op=False), _np.inf)
+
+
+def signbit(x: Any) -> Any:
+    """Whether the sign bit is set (bool): True for -0.0 and negative NaNs; x < 0 for integers."""
+    return L.unary("signbit", x, float_op=False)
 
 
 def _cmp(name: str, doc: str):
@@ -111,7 +138,8 @@ right_shift = _no_shift("right_shift")
 UFUNCS = {
     "less": less, "less_equal": less_equal, "greater": greater, "greater_equal": greater_equal, "equal": equal,
     "not_equal": not_equal, "logical_and": logical_and, "logical_or": logical_or, "logical_not": logical_not,
-    "isnan": isnan, "bitwise_and": bitwise_and, "bitwise_or": bitwise_or, "bitwise_xor": bitwise_xor,
+    "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "signbit": signbit,
+    "bitwise_and": bitwise_and, "bitwise_or": bitwise_or, "bitwise_xor": bitwise_xor,
     "invert": invert, "left_shift": left_shift, "right_shift": right_shift,
 }
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as _np
 
 from .. import lax as L
+from ..errors import UnsupportedOpError
 from ..ir import Node
 from ..ops.core import normalize_axes
 from .arithmetic import divide, multiply, negative, subtract
@@ -16,7 +17,8 @@ from .elementary import sqrt
 from .layout import reshape
 from .logic import greater, where
 
-__all__ = ["amax", "amin", "argmax", "argmin", "max", "mean", "min", "prod", "std", "sum", "var"]
+__all__ = ["amax", "amin", "argmax", "argmin", "max", "mean", "min", "nanargmax", "nanargmin", "nanmax", "nanmean",
+           "nanmin", "nanprod", "nanstd", "nansum", "nanvar", "prod", "std", "sum", "var"]
 
 
 def _accumulator(x: Any, dtype: Any) -> Any:
@@ -103,6 +105,178 @@ def argmin(x: Any, axis: Any = None) -> Any:
     return argmax(negative(x), axis)
 
 
+# ----- NaN-ignoring reductions (NumPy's nan* functions) -----
+
+
+def _nan_mask(x: Any) -> Any:
+    """isnan(x) for float x, else None (integer and bool arrays hold no NaN: NumPy's nan* reduce them as is)."""
+    d = x.dtype if isinstance(x, Node) else _np.asarray(x).dtype
+    return L.unary("isnan", x, float_op=False) if d.kind == "f" else None
+
+
+def _no_out(name: str, out: Any) -> None:
+    if out is not None:
+        raise UnsupportedOpError(f"np.{name}(..., out=...) writes in place, which tracing does not support")
+
+
+def _nan_count(mask: Any, axis: Any, keepdims: bool, dtype: Any) -> Any:
+    """The number of non-NaN elements along axis, as dtype."""
+    return L.cast(sum(L.unary("logical_not", mask, float_op=False), axis, keepdims), dtype)
+
+
+def nansum(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+    """Sum treating NaN as 0 (an all-NaN or empty slice sums to 0); NumPy's accumulator dtypes as `sum`.
+
+    Derivative 1 at the non-NaN elements, 0 at the NaNs.
+
+    Raises:
+        UnsupportedOpError: `out=`.
+    """
+    _no_out("nansum", out)
+    x = x if isinstance(x, Node) else _np.asarray(x)
+    mask = _nan_mask(x)
+    return sum(x if mask is None else where(mask, 0.0, x), axis, keepdims, dtype)
+
+
+def nanprod(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+    """Product treating NaN as 1 (an all-NaN or empty slice gives 1); exact derivative with zeros, as `prod`.
+
+    Raises:
+        UnsupportedOpError: `out=`.
+    """
+    _no_out("nanprod", out)
+    x = x if isinstance(x, Node) else _np.asarray(x)
+    mask = _nan_mask(x)
+    return prod(x if mask is None else where(mask, 1.0, x), axis, keepdims, dtype)
+
+
+def nanmean(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+    """Mean of the non-NaN elements: nansum / their count (NaN for an all-NaN slice, as NumPy without its warning).
+
+    Integers give float64 (they hold no NaN: `mean`); float32 stays float32.
+    Derivative 1/count at each non-NaN element, 0 at the NaNs.
+
+    Raises:
+        UnsupportedOpError: `out=`.
+    """
+    _no_out("nanmean", out)
+    x = x if isinstance(x, Node) else _np.asarray(x)
+    mask = _nan_mask(x)
+    if mask is None:
+        return mean(x, axis, keepdims, dtype)
+    x = x if dtype is None else L.cast(x, dtype)
+    return divide(sum(where(mask, 0.0, x), axis, keepdims), _nan_count(mask, axis, keepdims, x.dtype))
+
+
+def nanvar(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
+           keepdims: bool = False) -> Any:
+    """Variance of the non-NaN elements, two-pass as NumPy's nanvar: sum((x - nanmean)**2) / (count - ddof).
+
+    Where count - ddof <= 0 (an all-NaN slice, or ddof too large) the result is
+    NaN, as NumPy's nanvar (np.var gives inf there instead). Integers hold no
+    NaN and go to `var`. Derivative 2 (x - mean) / (count - ddof) at the
+    non-NaN elements, 0 at the NaNs.
+
+    Raises:
+        UnsupportedOpError: `out=`.
+    """
+    _no_out("nanvar", out)
+    x = x if isinstance(x, Node) else _np.asarray(x)
+    mask = _nan_mask(x)
+    if mask is None:
+        return var(x if dtype is None else L.cast(x, dtype), axis, keepdims, ddof)
+    x = x if dtype is None else L.cast(x, dtype)
+    cnt = _nan_count(mask, axis, True, x.dtype)
+    avg = divide(sum(where(mask, 0.0, x), axis, True), cnt)
+    d = where(mask, 0.0, subtract(x, avg))
+    dof = subtract(_nan_count(mask, axis, keepdims, x.dtype), _np.asarray(ddof, dtype=x.dtype))
+    v = divide(sum(multiply(d, d), axis, keepdims), dof)
+    return where(greater(dof, 0.0), v, _np.asarray(_np.nan, dtype=x.dtype))
+
+
+def nanstd(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
+           keepdims: bool = False) -> Any:
+    """Standard deviation of the non-NaN elements, sqrt(nanvar); derivative 0 where the variance is 0, as `std`.
+
+    Raises:
+        UnsupportedOpError: `out=`.
+    """
+    _no_out("nanstd", out)
+    v = nanvar(x, axis, dtype, None, ddof, keepdims)
+    pos = greater(v, 0.0)
+    # elsewhere v is 0 or NaN: v * 0 is that value with derivative 0 (std's convention at zero variance)
+    return where(pos, sqrt(where(pos, v, 1.0)), multiply(v, 0.0))
+
+
+def _nan_extreme(name: str, x: Any, axis: Any, keepdims: bool, fill: float) -> Any:
+    x = x if isinstance(x, Node) else _np.asarray(x)
+    mask = _nan_mask(x)
+    if mask is None:
+        return L.reduce(name, x, axis, keepdims)
+    m = L.reduce(name, where(mask, fill, x), axis, keepdims)
+    allnan = L.reduce("min", L.cast(mask, _np.int8), axis, keepdims)  # 1 where every element is NaN
+    return where(L.cast(allnan, bool), _np.asarray(_np.nan, dtype=x.dtype), m)
+
+
+def nanmax(x: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+    """Maximum ignoring NaN (NaN for an all-NaN slice, as NumPy without its warning).
+
+    The derivative is `max`'s on the non-NaN elements (ties share it equally),
+    0 at the NaNs.
+
+    Raises:
+        UnsupportedOpError: `out=`.
+        ShapeError: a zero-size reduction (no identity), as NumPy's ValueError.
+    """
+    _no_out("nanmax", out)
+    return _nan_extreme("max", x, axis, keepdims, -_np.inf)
+
+
+def nanmin(x: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+    """Minimum ignoring NaN (NaN for an all-NaN slice); derivative as `min` on the non-NaN elements.
+
+    Raises:
+        UnsupportedOpError: `out=`.
+        ShapeError: a zero-size reduction (no identity).
+    """
+    _no_out("nanmin", out)
+    return _nan_extreme("min", x, axis, keepdims, _np.inf)
+
+
+def _nan_arg(x: Any, axis: Any, keepdims: bool, fill: float, fn: Any) -> Any:
+    x = x if isinstance(x, Node) else _np.asarray(x)
+    mask = _nan_mask(x)
+    idx = fn(x if mask is None else where(mask, fill, x), axis)
+    if keepdims:
+        shape = tuple(1 for _ in _shape(x)) if axis is None else tuple(
+            1 if i == normalize_axes(axis, _ndim(x), op="nanargmax")[0] else d for i, d in enumerate(_shape(x)))
+        idx = reshape(idx, shape)
+    return idx
+
+
+def nanargmax(x: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+    """Index of the first maximum ignoring NaN (int64): argmax with NaN replaced by -inf, as NumPy.
+
+    NumPy raises ValueError for an all-NaN slice; a traced value cannot raise on
+    its data, so such a slice gives index 0 here.
+
+    Raises:
+        UnsupportedOpError: `out=`.
+    """
+    _no_out("nanargmax", out)
+    return _nan_arg(x, axis, keepdims, -_np.inf, argmax)
+
+
+def nanargmin(x: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+    """Index of the first minimum ignoring NaN (int64); an all-NaN slice gives 0 (NumPy raises).
+
+    Raises:
+        UnsupportedOpError: `out=`.
+    """
+    _no_out("nanargmin", out)
+    return _nan_arg(x, axis, keepdims, _np.inf, argmin)
+
+
 # ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
 
 UFUNCS = {
@@ -111,4 +285,6 @@ UFUNCS = {
 FUNCTIONS = {
     _np.sum: sum, _np.mean: mean, _np.max: max, _np.min: min, _np.amax: max, _np.amin: min, _np.prod: prod,
     _np.var: var, _np.std: std, _np.argmax: argmax, _np.argmin: argmin,
+    _np.nansum: nansum, _np.nanprod: nanprod, _np.nanmean: nanmean, _np.nanvar: nanvar, _np.nanstd: nanstd,
+    _np.nanmax: nanmax, _np.nanmin: nanmin, _np.nanargmax: nanargmax, _np.nanargmin: nanargmin,
 }

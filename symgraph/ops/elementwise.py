@@ -9,7 +9,11 @@ Subgradient conventions (documented in docs/differentiation.md):
   cotangent goes to b; minimum(a, b) as where(a < b, a, b). So
   maximum(x, 0) and where(x > 0, x, 0) have the same derivative at 0 (zero).
 - abs'(0) = sign(0) = 0; sign, floor and comparisons have zero derivative.
-- sqrt'(0) = +inf (the true one-sided derivative); log'(0) = +inf.
+- sqrt'(0) = +inf (the true one-sided derivative); log'(0) = +inf; likewise the
+  domain edges of arcsin, arccos, arctanh, arccosh and cbrt'(0) stay infinite.
+- hypot and arctan2 at (0, 0), copysign(x1, x2) in x1 at x1 = 0: 0 (as abs'(0));
+  ceil, trunc, rint, signbit and copysign in x2 have zero derivative.
+The full list, each with its test: docs/differentiation.md, "Conventions at kinks and ties".
 """
 
 from __future__ import annotations
@@ -427,3 +431,91 @@ def _fmod_jvp(t, node):
 register(Op("fmod", 2, "elementwise", same_shape, float_only, np.fmod, _fmod_vjp, _fmod_jvp,
             doc="C fmod: a - trunc(a/b)*b, exact, sign of a (NaN for b = 0 or infinite a); "
                 "derivatives 1 and -trunc(a/b)", cost=DIVISION))
+
+# ----- issue 17: the other differentiable NumPy ufuncs -----
+#
+# Conventions where a derivative is undefined (docs/differentiation.md, "Conventions at kinks and ties"):
+# an infinite one-sided derivative at a domain edge stays infinite (arcsin'(+-1), arccos'(+-1), arctanh'(+-1),
+# arccosh'(1), cbrt'(0) = +inf, as sqrt'(0)); a kink or a point where two branches meet takes 0, as abs'(0):
+# hypot at (0, 0), arctan2 at (0, 0), copysign(x, y) in x at x = 0; piecewise-constant ops (ceil, trunc,
+# rint, signbit) and copysign in its second argument have zero derivative.
+
+
+def _safe_recip_sqrt_product(a, b):
+    """1 / (sqrt(a) * sqrt(b)): no overflow of a * b for huge arguments (arccosh'(1e200) is 1e-200, not 0)."""
+    return 1.0 / (L.unary("sqrt", a) * L.unary("sqrt", b))
+
+
+_defunary("arcsin", np.arcsin, lambda x, y: _safe_recip_sqrt_product(1.0 - x, 1.0 + x),
+          "inverse sine; derivative 1/sqrt((1-x)(1+x)), +inf at +-1", math=MathFn("asin"), neg_zero=(0,))
+_defunary("arccos", np.arccos, lambda x, y: -_safe_recip_sqrt_product(1.0 - x, 1.0 + x),
+          "inverse cosine; derivative -1/sqrt((1-x)(1+x)), -inf at +-1", math=MathFn("acos"), neg_zero="never")
+_defunary("arctan", np.arctan, lambda x, y: 1.0 / (1.0 + x * x), "inverse tangent; derivative 1/(1+x**2)",
+          math=MathFn("atan"), neg_zero=(0,))
+_defunary("arccosh", np.arccosh, lambda x, y: _safe_recip_sqrt_product(x - 1.0, x + 1.0),
+          "inverse hyperbolic cosine; derivative 1/sqrt((x-1)(x+1)), +inf at 1", math=MathFn("acosh"),
+          neg_zero="never")
+_defunary("arctanh", np.arctanh, lambda x, y: 1.0 / ((1.0 - x) * (1.0 + x)),
+          "inverse hyperbolic tangent; derivative 1/((1-x)(1+x)), +inf at +-1", math=MathFn("atanh"), neg_zero=(0,))
+_defunary("cbrt", np.cbrt, lambda x, y: (1.0 / 3.0) / (y * y),
+          "real cube root; derivative 1/(3 cbrt(x)**2) reuses the output, +inf at 0", math=MathFn("cbrt"),
+          neg_zero=(0,))
+_defunary("log2", np.log2, lambda x, y: (1.0 / math.log(2.0)) / x,
+          "base-2 logarithm (exact at powers of two); derivative 1/(x ln 2)", math=MathFn("log2"), neg_zero="never")
+_defunary("log10", np.log10, lambda x, y: (1.0 / math.log(10.0)) / x,
+          "base-10 logarithm; derivative 1/(x ln 10)", math=MathFn("log10"), neg_zero="never")
+
+_zero_deriv("ceil", np.ceil, doc="round toward +inf (ceil(-0.5) = -0.0); zero derivative")
+_zero_deriv("trunc", np.trunc, doc="round toward 0; zero derivative")
+_zero_deriv("rint", np.rint, dtype_rule=float_only, doc="round to the nearest integer, ties to even; zero derivative")
+_zero_deriv("signbit", np.signbit, dtype_rule=lambda d, **_: np.dtype(bool),
+            doc="sign bit set (True for -0.0 and negative NaNs; x < 0 for integers)")
+
+
+def _defbinary(name: str, impl, dx, dy, doc: str = "", dtype_rule=float_only, **facts) -> Op:
+    """Declare a binary op whose partial derivatives are the elementwise factors dx(node), dy(node).
+
+    A factor function returns a node, or None for a zero partial derivative.
+    """
+
+    def vjp(ct, node):
+        factors = [None if d is None else d(node) for d in (dx, dy)]
+        return tuple(None if f is None else ct * f for f in factors)
+
+    def jvp(tangents, node):
+        terms = [t * d(node) for t, d in zip(tangents, (dx, dy)) if t is not None and d is not None]
+        if not terms:
+            return None
+        return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+    return register(Op(name, 2, "elementwise", same_shape, dtype_rule, impl, vjp, jvp, doc=doc, **facts))
+
+
+def _over_hypot(num, node_r):
+    """num / r where r != 0, else 0 (r = hypot of the operands): the (0, 0) convention, NaN-free to any order."""
+    zero = L.binary("eq", node_r, L.zeros_like(node_r))
+    return L.where(zero, 0.0, num / L.where(zero, 1.0, node_r))
+
+
+def _hypot_of(node):
+    return L.binary("hypot", node.inputs[0], node.inputs[1])
+
+
+_defbinary("hypot", np.hypot, lambda n: _over_hypot(n.inputs[0], n), lambda n: _over_hypot(n.inputs[1], n),
+           "sqrt(x**2 + y**2) without overflow; derivatives x/r and y/r, 0 at (0, 0)", math=MathFn("hypot"),
+           commutative=True, neg_zero="never")
+_defbinary("arctan2", np.arctan2,
+           lambda n: _over_hypot(_over_hypot(n.inputs[1], _hypot_of(n)), _hypot_of(n)),
+           lambda n: -_over_hypot(_over_hypot(n.inputs[0], _hypot_of(n)), _hypot_of(n)),
+           "angle of the point (x2, x1) in (-pi, pi]; derivatives x2/r**2 and -x1/r**2, 0 at (0, 0)",
+           math=MathFn("atan2"))
+
+
+def _copysign_dx(node):
+    x, y = node.inputs
+    return L.unary("sign", x, float_op=False) * L.binary("copysign", L.full_like(y, 1.0), y)
+
+
+_defbinary("copysign", np.copysign, _copysign_dx, None,
+           "|x1| with the sign bit of x2 (also of -0.0 and NaN); derivative sign(x1) * (+-1) in x1 "
+           "(0 at x1 = 0, as abs), 0 in x2", magnitude="input")
