@@ -175,6 +175,20 @@ def test_incomplete_gamma_and_beta():
     np.testing.assert_allclose(sg.compile(f)(xv + 1.0, xv), f(xv + 1.0, xv), rtol=1e-13)
 
 
+def test_gamma_gammasgn_rgamma():
+    x = np.array([0.0, -0.0, -1.0, -1.5, -2.5, 0.5, np.inf, -np.inf, np.nan, 3.7, -3.3, 171.5, 200.0, -7.25])
+    for name in ("gammasgn", "rgamma", "gamma"):
+        ref = _quiet(getattr(ss, name), x)
+        # gamma = sign * exp(gammaln): the relative error is |gammaln| eps (8e-14 next to the overflow at 171.6)
+        assert _rel_err(_quiet(getattr(sp, name), x), ref) < 2e-13, name
+        assert _rel_err(_quiet(sg.compile(getattr(sp, name)), x), ref) < 2e-13, name
+    v = np.array([0.4, 2.5, -1.5, -0.3])
+    np.testing.assert_allclose(_d(lambda t: ss.rgamma(t))(v), -ss.digamma(v) * ss.rgamma(v), rtol=1e-12)
+    np.testing.assert_allclose(_d(lambda t: ss.gamma(t))(v), ss.digamma(v) * ss.gamma(v), rtol=1e-12)
+    np.testing.assert_array_equal(_d(lambda t: ss.gammasgn(t))(v), 0.0)
+    sg.check_grads(sp.rgamma, (v,), order=2, rtol=1e-5, atol=1e-7)
+
+
 def test_xlogy_xlog1py_values():
     x = np.array([0.0, 0.0, 0.0, 0.0, 1.5, -2.0, 0.0, 3.0])
     y = np.array([0.0, -1.0, np.nan, np.inf, 2.0, 0.5, 3.0, 0.0])
@@ -427,6 +441,11 @@ def test_multivariate_normal_and_dirichlet():
     want = 0.5 * (si @ r @ r.T @ si - si)
     np.testing.assert_allclose(0.5 * (g + g.T), want, rtol=1e-10, atol=1e-12)
     sg.check_grads(lambda x, m: sgst.multivariate_normal.logpdf(x, m, cov), (x, mu), order=2)
+    for c in (cov, np.diag(cov), 2.0):
+        np.testing.assert_allclose(sgst.multivariate_normal.entropy(mu, c), sst.multivariate_normal.entropy(mu, c),
+                                   rtol=1e-14)
+    g = sg.grad(lambda s: sgst.multivariate_normal.entropy(mu, s))(cov)
+    np.testing.assert_allclose(0.5 * (g + g.T), 0.5 * si, rtol=1e-12)
     alpha = np.array([1.5, 2.0, 0.7])
     xs = RNG.dirichlet(alpha, 5).T
     np.testing.assert_allclose(sgst.dirichlet.logpdf(xs, alpha), sst.dirichlet.logpdf(xs, alpha), rtol=1e-13,

@@ -55,7 +55,7 @@ from ..errors import DTypeError, UnsupportedOpError
 __all__ = [
     "gammaln", "digamma", "psi", "polygamma", "multigammaln", "erf", "erfc", "erfinv", "erfcinv", "expit",
     "logit", "xlogy", "xlog1py", "log_ndtr", "ndtr", "ndtri", "i0", "i1", "i0e", "i1e", "betaln", "beta",
-    "gamma", "gammainc", "gammaincc", "betainc", "logsumexp", "softmax", "log_softmax", "ufunc_rule", "UFUNCS",
+    "gamma", "gammasgn", "rgamma", "gammainc", "gammaincc", "betainc", "logsumexp", "softmax", "log_softmax", "ufunc_rule", "UFUNCS",
 ]
 
 # ----- helpers -----
@@ -315,15 +315,32 @@ def multigammaln(a, d: int):
     return out
 
 
-def gamma(x):
-    """Gamma(x) = sign * exp(gammaln(x)) (scipy.special.gamma), for x > 0 and negative non-integers."""
+def gammasgn(x):
+    """The sign of Gamma(x) (scipy.special.gammasgn): 1 for x > 0 and +0, -1 for -0, (-1)**ceil(-x) between the
+    negative poles, NaN at the negative integers, -inf and NaN. Piecewise constant: zero derivative."""
     x = _f(x)
+    one, mone, nan = _c(1.0, x), _c(-1.0, x), _c(np.nan, x)
     neg = x < 0.0
-    # sign of Gamma(x) for x < 0: (-1)**ceil(-x), i.e. negative where floor(x) is odd
-    fl = _floor(_where(neg, x, 0.5))
+    fl = _floor(_where(neg, x, _c(0.5, x)))
     odd = (fl - 2.0 * _floor(fl * 0.5)) != 0.0
-    sign = _where(neg & odd, _c(-1.0, x), _c(1.0, x))
-    return sign * _exp(gammaln(x))
+    pole = neg & (fl == x)
+    zero_sign = _where(1.0 / _where(x == 0.0, x, one) < 0.0, mone, one)  # -1 for -0.0
+    out = _where(neg, _where(odd, mone, one), _where(x == 0.0, zero_sign, one))
+    return _where(pole | snp.isnan(x), nan, out)
+
+
+def gamma(x):
+    """Gamma(x) = gammasgn(x) exp(gammaln(x)) (scipy.special.gamma): +-inf at +-0, NaN at the negative integers."""
+    x = _f(x)
+    return gammasgn(x) * _exp(gammaln(x))
+
+
+def rgamma(x):
+    """1 / Gamma(x) = gammasgn(x) exp(-gammaln(x)) (scipy.special.rgamma): 0 at the poles 0, -1, -2, ..."""
+    x = _f(x)
+    pole = (x <= 0.0) & (_floor(_where(x <= 0.0, x, _c(0.5, x))) == x)
+    xs = _where(pole, _c(1.0, x), x)
+    return _where(pole, _c(0.0, x), gammasgn(xs) * _exp(-gammaln(xs)))
 
 
 def betaln(a, b):
@@ -717,6 +734,7 @@ UFUNCS: dict = {
     "gammaln": gammaln, "psi": digamma, "erf": erf, "erfc": erfc, "erfinv": erfinv, "erfcinv": erfcinv,
     "expit": expit, "logit": logit, "xlogy": xlogy, "xlog1py": xlog1py, "log_ndtr": log_ndtr, "ndtr": ndtr,
     "ndtri": ndtri, "i0": i0, "i1": i1, "i0e": i0e, "i1e": i1e, "betaln": betaln, "gamma": gamma, "beta": beta,
+    "gammasgn": gammasgn, "rgamma": rgamma,
     "gammainc": gammainc, "gammaincc": gammaincc, "betainc": betainc,
 }
 

@@ -332,8 +332,25 @@ def _mvn_logpdf(x, mean=None, cov=1.0):
     return -0.5 * quad - logdet - d * _HALF_LOG_2PI
 
 
+def _mvn_entropy(mean=None, cov=1.0):
+    """Differential entropy (d log(2 pi e) + log det cov) / 2; d from mean (or cov)."""
+    cov = sp._f(cov)
+    cs = _shape(cov)
+    d = cs[0] if cs else (_shape(sp._f(mean))[-1] if mean is not None and _shape(sp._f(mean)) else 1)
+    if len(cs) <= 1:
+        var = cov + np.zeros(d, dtype=cov.dtype) if not cs else cov
+        logdet = snp.sum(sp._log(var))
+    else:
+        lo = _cholesky_rows(cov, d) if L.is_node(cov) else np.linalg.cholesky(np.asarray(cov))
+        logdet = 0.0
+        for i in range(d):
+            logdet = logdet + 2.0 * sp._log(lo[i][i] if L.is_node(cov) else np.asarray(lo[i, i]))
+    return 0.5 * (d * (1.0 + math.log(2.0 * math.pi)) + logdet)
+
+
 multivariate_normal = _Namespace("multivariate_normal", logpdf=_mvn_logpdf,
-                                 pdf=lambda x, mean=None, cov=1.0: sp._exp(_mvn_logpdf(x, mean, cov)))
+                                 pdf=lambda x, mean=None, cov=1.0: sp._exp(_mvn_logpdf(x, mean, cov)),
+                                 entropy=_mvn_entropy)
 
 # ----- dirichlet -----
 
