@@ -529,3 +529,15 @@ def test_the_conventions_table_names_tests_that_exist():
             source = (root / "tests" / f"{module}.py").read_text()
             for name in filter(None, names):
                 assert f"def {name}(" in source, f"{module}.{name} (cited in the conventions table) is missing"
+
+
+@pytest.mark.parametrize("name,fn,dom,kind", GRAD_UNARY, ids=_ids(GRAD_UNARY))
+def test_compiled_derivatives_equal_the_evaluator(name, fn, dom, kind):
+    """The derivative graphs (first and second order) compile natively and agree with the evaluator."""
+    x = dom(np.random.default_rng(11), (3, 4))
+
+    def d2(v):
+        return sg.grad(lambda u: np.sum(sg.grad(lambda w: np.sum(fn(w)))(u) * np.cos(u)))(v)
+
+    for f in (sg.grad(lambda v: np.sum(fn(v))), d2):
+        np.testing.assert_allclose(sg.compile(f)(x), f(x), rtol=1e-12, atol=1e-13)
