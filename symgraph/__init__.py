@@ -10,6 +10,7 @@ from .ops import (  # noqa: F401  (the rule modules register the primitives; sym
     elementwise as _elementwise_ops,
     linalg as _linalg_ops,
     remat as _remat_ops,
+    scan as _scan_ops,
     special as _special_ops,
     structural as _structural_ops,
 )

@@ -232,17 +232,31 @@ def test_cumprod_gradient_is_exact_with_zeros_and_negatives():
     np.testing.assert_array_equal(sg.compile(sg.grad(f))(x), want)
 
 
-def test_cumsum_of_short_axes_is_numpys_bit_for_bit_and_long_axes_agree_to_rounding():
+def test_cumsum_is_numpys_bit_for_bit_and_cumprod_of_short_axes_too():
     rng = np.random.default_rng(4)
     for dtype in (np.float32, np.float64):
         x = rng.standard_normal((5, 32)).astype(dtype) * 10.0 ** rng.integers(-3, 4, (5, 32))
         for f in (lambda v: np.cumsum(v, 1), lambda v: np.cumprod(v, 1), lambda v: np.cumsum(v[:, :7], 0)):
             np.testing.assert_array_equal(sg.trace(f, x).evaluate(x), f(x))
             np.testing.assert_array_equal(sg.compile(f)(x), f(x))
-        y = rng.standard_normal(1000).astype(dtype)
-        exact = np.cumsum(y.astype(np.longdouble))
-        bound = 2 * np.log2(1000) * np.finfo(dtype).eps * np.cumsum(np.abs(y.astype(np.longdouble)))
-        assert (np.abs(sg.compile(np.cumsum)(y) - exact) <= bound).all()   # the doubling scan's error bound
+        # cumsum is the scan primitive at every length: NumPy's left-to-right sums, evaluated and compiled
+        for y, ax in ((rng.standard_normal(5000).astype(dtype), 0), (rng.standard_normal((300, 70)).astype(dtype), 0),
+                      (rng.standard_normal((70, 300)).astype(dtype), 1), (rng.standard_normal((3, 200, 4)).astype(dtype), 1)):
+            f = lambda v, ax=ax: np.cumsum(v, axis=ax)  # noqa: E731
+            np.testing.assert_array_equal(sg.trace(f, y).evaluate(y), f(y))
+            np.testing.assert_array_equal(sg.compile(f)(y), f(y))
+        z = rng.standard_normal(1000).astype(dtype)  # cumprod's doubling scan beyond 32: NumPy's to rounding
+        np.testing.assert_allclose(sg.compile(np.cumprod)(1.0 + z / 1000), np.cumprod(1.0 + z / 1000),
+                                   rtol=20 * np.finfo(dtype).eps)
+
+
+def test_compiled_cumsum_is_one_scan_kernel_and_its_gradient_a_reversed_scan():
+    x = np.random.default_rng(5).standard_normal((64, 256))
+    cf = sg.compile(lambda v: np.cumsum(v, axis=1))
+    cf(x)
+    assert [n.op.name for n in cf.graph.nodes if n.op.kind != "source"] == ["cumsum"]
+    g = sg.grad(lambda v: np.sum(np.cumsum(v, axis=1) * np.arange(256.0)))(x)
+    np.testing.assert_array_equal(g, np.broadcast_to(np.cumsum(np.arange(256.0)[::-1])[::-1], x.shape))
 
 
 def test_cumsum_dtypes_follow_numpy():

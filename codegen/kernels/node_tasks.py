@@ -34,6 +34,7 @@ __all__ = ["make_tasks", "NodeTasks", "NODE_TASKS", "node_tasks"]
 
 STORE, REDUCE, ARGMAX, SCATTER, GEMM = TaskKind.STORE, TaskKind.REDUCE, TaskKind.ARGMAX, TaskKind.SCATTER, \
     TaskKind.GEMM
+SCAN = TaskKind.SCAN
 
 
 def make_tasks(b: BodyBuilder, M: set, order: list[Node], acc_plans: dict, blas: bool) -> list[Task]:
@@ -247,6 +248,14 @@ class _TaskMaker:
         oidx = idx[:axis] + (Aff.of(j),) + idx[axis + k:]
         self.tasks.append(Task(SCATTER, n, u.shape, frozenset(), b.value(u, idx), flat_offset(n.shape, oidx)))
 
+    def scan(self, n: Node) -> None:
+        """A running sum along one axis (cumsum): each element adds its predecessor's result (a scan task)."""
+        axis = n.attr("axis")
+        idx = domain_vars(n.shape)
+        stride = int(np.prod(n.shape[axis + 1:], dtype=np.int64))
+        self.tasks.append(Task(SCAN, n, n.shape, frozenset(), self.b.value(n.inputs[0], idx),
+                               flat_offset(n.shape, idx), scan=(stride, n.shape[axis])))
+
     def piece(self, n: Node, x: Node, axis: int, start: int, pi: int) -> Task:
         """Store x into the block of n starting at `start` along `axis` (loops over x's finer shape
         when x is a fused reshape that merges axes)."""
@@ -288,6 +297,7 @@ NODE_TASKS: dict[str, NodeTasks] = {
     "add": NodeTasks(_TaskMaker.add, (STORE,)),  # sums of strided or padded blocks: one store per block
     "reshape": NodeTasks(_TaskMaker.reshape, (STORE,)),
     "scatter_add": NodeTasks(_TaskMaker.scatter_add, (SCATTER,), buffer=True),
+    "cumsum": NodeTasks(_TaskMaker.scan, (SCAN,), buffer=True),  # reads its own earlier elements
 }
 REDUCTION_TASKS = NodeTasks(_TaskMaker.reduction, (REDUCE,), buffer=True)
 VALUE_TASKS = NodeTasks(_TaskMaker.value, (STORE,))

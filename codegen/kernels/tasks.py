@@ -59,6 +59,9 @@ class TaskKind(str, enum.Enum):
               "index of the first maximum along one axis")
     SCATTER = ("scatter", KernelKind.LOOP, False, False, True,
                "out[..., idx, ...] += u, in order (the output zero-filled first)")
+    SCAN = ("scan", KernelKind.LOOP, False, False, False,
+            "out[..., i, ...] = out[..., i - 1, ...] + x[..., i, ...] along one axis, element after element "
+            "(a running sum; `scan`: the axis's stride and length)")
     GEMM = ("gemm", KernelKind.GEMM, False, False, False,
             "a matrix product through BLAS (`gemm`: views of the operands)")
 
@@ -89,6 +92,7 @@ class Task:
     value: Expr | None = None        # the per-iteration value
     offset: Aff | None = None        # where it goes in the node's buffer
     red_op: str = ""                 # sum/max/min/prod/argmax
+    scan: tuple | None = None        # (stride, length) of the scanned axis in the node's buffer (scan)
     piece: int = 0                   # concatenate piece number
     pieced: bool = False             # one of several tasks each writing a part of the node (concatenate, pads)
     late: bool = False               # join only the latest kernel (a buffer written just before its use)

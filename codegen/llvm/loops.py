@@ -384,12 +384,30 @@ class KernelEmitter(ReductionSteps):
         b.store(new, p)
 
 
+    def scan_step(self, t: Task, v: ir.Value, memo: dict) -> None:
+        """A scan task: this element's value plus the result one stride back (none at the axis's start)."""
+        cx = self.cx
+        b = cx.builder
+        mt = mem_type(t.node.dtype)
+        stride, length = t.scan
+        base = self.ptr[self.buffer_of(t.node)]
+        off = self.aff(t.offset, memo)
+        pos = b.urem(b.udiv(off, ir.Constant(I64, max(stride, 1))), ir.Constant(I64, max(length, 1)))
+        first = b.icmp_unsigned("==", pos, ir.Constant(I64, 0))
+        prev_off = b.select(first, off, b.sub(off, ir.Constant(I64, stride)))
+        prev = b.load(b.gep(base, [prev_off], inbounds=True, source_etype=mt), typ=mt)
+        dt = t.node.dtype
+        new = sum_combine(cx, prev, v, dt) if not is_float(dt) else b.fadd(prev, v)
+        b.store(b.select(first, v, new), b.gep(base, [off], inbounds=True, source_etype=mt))
+
+
 #: How each task kind of a loop kernel lowers: its step in the loop body, `step(emitter, task, value, memo)`
 #: (tests/test_codegen.py checks every loop kind of `TaskKind` has one; products lower at the entry,
 #: `codegen.llvm.module.KERNEL_CALLS`).
 ELEMENT_STEPS: dict[TaskKind, Callable[[KernelEmitter, Task, ir.Value, dict], None]] = {
     TaskKind.STORE: KernelEmitter.store_step,
     TaskKind.SCATTER: KernelEmitter.scatter_step,
+    TaskKind.SCAN: KernelEmitter.scan_step,
     TaskKind.REDUCE: KernelEmitter.reduce_step,
     TaskKind.ARGMAX: KernelEmitter.argmax_step,
 }

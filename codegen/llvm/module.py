@@ -180,7 +180,8 @@ def _decide_parallel(k: Kernel, plan: LoopPlan, nthreads: int) -> None:
     if _kernel_cost(k) * k.size < _par_min_work():
         return
     kept_outer = plan.register and plan.n_kept > 0  # each output reduced whole within one piece
-    if any(t.kind is TaskKind.SCATTER for t in k.tasks) or plan.has_red and plan.chunks is None and not kept_outer:
+    if any(t.kind in (TaskKind.SCATTER, TaskKind.SCAN) for t in k.tasks) or plan.has_red and plan.chunks is None \
+            and not kept_outer:
         return
     plan.parallel = True
 

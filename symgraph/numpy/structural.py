@@ -13,15 +13,14 @@ With no traced argument each function calls NumPy itself (the values are
 then NumPy's bit for bit).
 
 Algorithms and their cost (n: the length of the axis worked on):
-- cumsum / cumprod: axes of up to SEQUENTIAL_SCAN_MAX (32) elements scan
-  left to right as NumPy does (bit for bit; n slices, O(n) work). Longer
-  axes use a Hillis-Steele doubling scan, ceil(log2 n) shifted adds
-  (multiplies) of the whole array: O(n log n) work, O(log n) graph nodes;
-  its sums associate differently from NumPy's left-to-right loop, so float
-  results agree to rounding (the error bound is smaller: log2(n) roundings
-  per element), integers exactly. Measured (LLVM, 2 cores): 1e6 elements in
-  30 ms (NumPy 4 ms). The derivative of cumprod is a polynomial in x (no
-  division), exact with zeros.
+- cumsum: the `cumsum` primitive (symgraph/ops/scan.py), left to right as
+  NumPy adds (bit for bit), compiled to one sequential pass (codegen's scan
+  task). cumprod: axes of up to SEQUENTIAL_SCAN_MAX (32) elements multiply
+  left to right as NumPy does (bit for bit; n slices, O(n) work); longer
+  axes use a Hillis-Steele doubling scan, ceil(log2 n) shifted multiplies
+  of the whole array: O(n log n) work, O(log n) graph nodes, agreeing with
+  NumPy to rounding. The derivative of cumprod is a polynomial in x (no
+  division), exact with zeros and negative values.
 - sort / argsort / partition / argpartition: a stable argsort along the
   axis (NaN last, as NumPy), then a gather of the values. Rows of up to
   RANK_SORT_MAX (32) elements rank by pairwise comparison (rank_i = #{j :
@@ -144,8 +143,9 @@ def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """Cumulative sum along axis (flattened when axis is None); NumPy's accumulator dtypes.
 
     Shapes: a.shape (a.size when axis is None). Bool and narrow integers
-    accumulate in int64 (uint64), as in NumPy. Algorithm: a doubling scan
-    (module docstring); float results agree with NumPy's to rounding.
+    accumulate in int64 (uint64), as in NumPy. The `cumsum` primitive
+    (symgraph/ops/scan.py) adds left to right as NumPy does: the values are
+    NumPy's bit for bit; compiled, it is one sequential pass (a scan task).
 
     Raises:
         ShapeError: axis out of range. UnsupportedOpError: out=.
@@ -157,7 +157,7 @@ def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     if axis is None:
         a, axis = ravel(a), 0
     ax = _axis(axis, a.ndim, "cumsum")
-    return _scan(L.cast(a, _scan_dtype(a, dtype)), ax, "add", 0)
+    return L.bind("cumsum", L.cast(a, _scan_dtype(a, dtype)), axis=ax)
 
 
 def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
