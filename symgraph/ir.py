@@ -269,6 +269,8 @@ ARRAY_METHODS = (
     + ("__neg__", "__pos__", "__abs__", "__invert__", "__bool__", "__float__", "__int__", "__complex__",
        "__index__", "__array__", "__array_ufunc__", "__array_function__", "__getitem__", "__setitem__",
        "__len__", "__iter__")
+    # in-place operators (a += v rebinds the traced array a: see "In-place updates" in symgraph.tracing)
+    + ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__")
     # ndarray methods that trace
     + ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "take", "var", "std", "clip", "transpose",
        "squeeze", "ravel", "flatten", "swapaxes", "reshape", "astype", "dot", "copy", "conj", "conjugate")

@@ -5,24 +5,42 @@ Graph nodes act as tracers. This module implements their array interface
 NumPy's operators, `__array_ufunc__` and `__array_function__` (so unmodified
 NumPy code traces), indexing, the array methods users expect, and guards that
 turn Python control flow on traced values into a clear `TracerConversionError`.
+
+In-place updates (`a[idx] = v`, `a[idx] += v`, `a += v`; docs/tracing.md, "In-place updates"). Nodes
+are immutable and interned, so a write rebinds the Python object instead, within the running trace:
+the functional update `new` is built from `a` (so indices, shapes and dtypes are checked first), a
+fresh node takes over a's old value, both in the intern table and in every node that already read
+`a`, and the object `a` becomes a uniquely tagged `copy` of `new` (simplify removes it). Earlier
+reads keep the old value, later reads and every alias of the object see the new one, and the graph
+is an ordinary graph for every transformation. Only nodes of the running trace's builder that are not
+arguments are rebound (never nodes of passes or of finished traces). NumPy views (`a[1:]`, `.T`,
+reshape) are copies in the graph; a view or base that NumPy would show changed by a write is marked
+stale and refuses the user's later reads (`_STALE`), rather than giving a different number.
 """
 
 from __future__ import annotations
 
 import inspect
+import dis
 import numbers
 import sys
+import threading
 from typing import Any, Callable
 
 import numpy as np
 
 from . import lax as L
 from . import numpy as snp
-from .errors import DTypeError, ShapeError, SymgraphError, TracerConversionError, UnsupportedOpError
-from .ir import Builder, Graph, Node, collector_paused, current_builder, install_array_api, meta, tracing_active
+from .errors import (DTypeError, ShapeError, SymgraphError, TracerConversionError, UnsupportedOpError, _is_internal,
+                     user_location)
+from .ir import Builder, Graph, Node, NodeMeta, collector_paused, current_builder, current_role, install_array_api, meta, \
+    tracing_active
+from .ir import _ids as _ir_ids, _new_node
 from .lax import as_output
 from .ops import OPS
 from .tree import tree_flatten, tree_paths, tree_unflatten
+
+_osetattr = object.__setattr__
 
 __all__ = ["trace", "make_input", "getitem", "flatten_args", "check_args", "arg_leaf_names", "leaf_problem", "leaf_spec"]
 
@@ -248,8 +266,18 @@ def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
         inputs = []
         for i, ((shape, dtype), nm) in enumerate(zip(specs, leaf_names)):
             inputs.append(make_input(shape, dtype, i, nm))
-        out = f(*tree_unflatten(in_tree, inputs))
-        out_leaves, out_tree = tree_flatten(out)
+        _numpy_store.pending = None
+        try:
+            out = f(*tree_unflatten(in_tree, inputs))
+            out_leaves, out_tree = tree_flatten(out)
+            _check_stale(out_leaves, always=True)
+        except ValueError as e:  # NumPy replaces the error of a traced value stored into an ndarray
+            pending, _numpy_store.pending = _numpy_store.pending, None
+            if pending is not None and "sequence" in str(e):
+                raise TracerConversionError(*pending) from None
+            raise
+        finally:
+            _end_trace(b)
         outputs = [as_output(o, i) for i, o in enumerate(out_leaves)]
     del b
     g = Graph(inputs, outputs, in_tree, out_tree, name=name or getattr(f, "__name__", "f"))
@@ -267,7 +295,12 @@ def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
 
 
 def _check_live(x: Node) -> None:
-    """Raise when `x` is used after the trace that made it ended (JAX's escaped-tracer error)."""
+    """Raise when `x` is used after the trace that made it ended (JAX's escaped-tracer error).
+
+    Also when `x` is a view or base that an in-place write left stale (`_STALE`).
+    """
+    if _STALE:
+        _check_stale(x)
     if not tracing_active():
         loc = meta(x).location
         raise TracerConversionError(
@@ -280,6 +313,8 @@ def _check_live(x: Node) -> None:
 def _binop(name: str, reverse: bool = False) -> Callable:
     def op(self: Node, other: Any) -> Any:
         _check_live(self)
+        if _STALE:
+            _check_stale(other)
         fn = getattr(snp, name)
         return fn(other, self) if reverse else fn(self, other)
 
@@ -323,18 +358,416 @@ _STATIC_FIX = ("Shapes, loop counts and Python indices must be concrete: pass th
                "(sg.compile(f, static_argnums=...)), or compute it from shapes (x.shape[0]).")
 
 
+# ----- in-place updates: a[idx] = v, a[idx] += v, a += v (see "In-place updates" in docs/tracing.md) -----
+#
+# Nodes are immutable values, interned by the builder, but the Python object the user holds must change
+# meaning on a write. A write rebinds that object in place, inside the running trace only:
+#   1. the new value `new` is built from the object `a` as usual (at-set, or `a + v`), which checks
+#      shapes, dtypes and indices before anything changes;
+#   2. `old`, a fresh node with a's former op, inputs, attrs and tag, takes a's place in the intern
+#      table and every node that read `a` (including `new`) is re-pointed to read `old`: earlier reads
+#      keep the old value;
+#   3. `a` itself becomes `copy(new)` with a unique ("fresh", ...) tag (simplify removes such copies),
+#      so later reads through the object (and every alias `b = a`) see the new value.
+# Only nodes of the running trace's builder are rebound (`_owned`): never nodes of a finished trace,
+# of an enclosing trace (closed over) or of a pass. Views are copies in the graph; a view or base that
+# NumPy would show changed is marked stale (`_STALE`) and refuses later reads with a clear error.
+
+_write_tags = iter(range(1 << 62))
+
+
+class _Stale:
+    """Why reading a node now would differ from NumPy (a view or base that a write left behind)."""
+
+    __slots__ = ("message", "token", "root", "written")
+
+    def __init__(self, message: str, token: Node, root: Node, written: np.ndarray):
+        self.message = message
+        self.token = token  # the written node: writing it back into `root` over `written` clears the mark
+        self.root = root
+        self.written = written  # bool mask over root's flat positions
+
+
+#: node -> _Stale, for views and bases left behind by writes in running traces (emptied when a trace ends)
+_STALE: dict[Node, _Stale] = {}
+
+
+def _fresh_copy(x: Node) -> Node:
+    """A node equal to x but distinct from it (a uniquely tagged `copy`): an array of its own."""
+    return L.bind("copy", x, tag=("fresh", ("inplace", next(_write_tags))))
+
+
+def _check_stale(*xs: Any, always: bool = False) -> None:
+    """Raise when the user's code reads one of xs (nodes, or lists/tuples of them) that a write left stale.
+
+    Reads by symgraph's own code (derivative rules building on the graph) are not user reads: the graph
+    holds the old values on purpose. `always` checks regardless of the caller (the trace's outputs).
+    """
+    for x in xs:
+        if isinstance(x, (list, tuple)):
+            _check_stale(*x, always=always)
+        elif isinstance(x, Node):
+            s = _STALE.get(x)
+            if s is not None and (always or _user_read()):
+                raise TracerConversionError(s.message)
+
+
+_HERE = (__file__, sys.modules[Node.__module__].__file__)
+
+
+def _user_read() -> bool:
+    """Whether the array-interface call running now came from outside symgraph (the user's code)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename in _HERE:
+        f = f.f_back
+    return f is None or not _is_internal(f.f_code.co_filename)
+
+
+def _is_argument(a: Node) -> bool:
+    """Whether a is an argument of the traced function: an input, or a transformation's fresh variable."""
+    if a.op.name == "input":
+        return True
+    t = a.tag
+    return a.op.name == "copy" and type(t) is tuple and len(t) == 2 and t[0] == "fresh" and type(t[1]) is not tuple
+
+
+def _owned(b: Builder, a: Node) -> bool:
+    """Whether `a` is a node of the running trace's builder (so the trace may rebind it)."""
+    return b._table.get(Builder.key(a)) is a
+
+
+def _view_parent(n: Node) -> Node | None:
+    """The node that n is a NumPy view of (slice, reshape, transpose, broadcast), or None.
+
+    x[i] of an array of one dimension is a scalar in NumPy (a copy), not a view.
+    """
+    if n.op.view is None or not n.inputs:
+        return None
+    p = n.inputs[0]
+    if n.ndim == 0 and p.ndim > 0:
+        return None
+    return p
+
+
+def _view_of(n: Node, pos: np.ndarray) -> np.ndarray:
+    """The positions (into a root array) that view node n holds, given those of its parent."""
+    return np.asarray(n.op.impl(pos, **n.params))
+
+
+def _repoint(b: Builder, src: Node, dst: Node) -> None:
+    """Make every node of b that reads `src` read `dst` instead (re-keying it in the intern table)."""
+    table = b._table
+    sid = src.id
+    moved = []
+    for k, n in table.items():
+        if n.id > sid:  # a reader is built after what it reads
+            for i in n.inputs:
+                if i is src:
+                    moved.append((k, n))
+                    break
+    for k, n in moved:
+        ins = tuple(dst if i is src else i for i in n.inputs)
+        del table[k]
+        _osetattr(n, "inputs", ins)
+        table[(k[0], ins, k[2], k[3])] = n
+    for k, v in list(b.memo.items()):
+        if v is src:
+            b.memo[k] = dst
+
+
+def _commit(a: Node, new: Node, written: np.ndarray) -> None:
+    """Rebind the object `a` (a node of the running trace) to the value `new` (built from `a`).
+
+    Args:
+        a: the written node.
+        new: its new value, same shape and dtype.
+        written: the flat positions of `a` that the write changed (for the view checks).
+    """
+    b = current_builder()
+    key = Builder.key(a)
+    old = _new_node(a.op, a.inputs, a.attrs, a.shape, a.dtype, a.tag, meta(a))
+    _osetattr(old, "id", a.id)  # the old value keeps a's place in creation order
+    b._table[key] = old
+    _repoint(b, a, old)
+    if new is a:
+        new = old
+    tag = ("fresh", ("inplace", next(_write_tags)))
+    for name, value in (("op", OPS["copy"]), ("inputs", (new,)), ("attrs", ()), ("tag", tag),
+                        ("id", next(_ir_ids)), ("_meta", NodeMeta(user_location(), current_role()))):
+        _osetattr(a, name, value)
+    b._table[Builder.key(a)] = a
+    _mark_views(b, a, old, written)
+
+
+def _mark_views(b: Builder, a: Node, old: Node, written: np.ndarray) -> None:
+    """Mark stale the views and bases that NumPy would show changed by a write into `a` (now `old`)."""
+    chain = [old]
+    while True:
+        p = _view_parent(chain[-1])
+        if p is None:
+            break
+        chain.append(p)
+    root = chain[-1]
+    pos = np.arange(root.size, dtype=np.int64).reshape(root.shape)
+    root_pos = pos
+    for n in reversed(chain[:-1]):
+        pos = _view_of(n, pos)
+    hit = np.zeros(root.size, bool)
+    hit[pos.reshape(-1)[written]] = True
+    if not hit.any():
+        return
+    children: dict[Node, list[Node]] = {}
+    rid = root.id
+    for n in b._table.values():
+        if n.id > rid and n.op.view is not None and n.inputs:
+            children.setdefault(n.inputs[0], []).append(n)
+    loc = user_location()
+    at = f" (the write at {loc})" if loc is not None else ""
+    view_msg = (f"this traced array (shape {{shape}}) is a view (slice, reshape, transpose) of an array that was "
+                f"written after the view was taken{at}: NumPy would show the write in the view, but symgraph's "
+                f"views are copies, so reading it would give the old values. Take the view again after the "
+                f"write (c = a[1:] after a[...] = v), or write into the array with c's index")
+    base_msg = (f"this traced array (shape {{shape}}) was written through a view of it{at}: NumPy would show "
+                f"the write here, but symgraph's views are copies. Write into the array itself (a[i, j] = v "
+                f"rather than a[i][j] = v), or take c = a[...].copy() if the view was meant as a copy")
+    marks = b.__dict__.setdefault("inplace_marks", [])
+
+    def mark(n: Node, msg: str) -> None:
+        if n is not a and n is not old:
+            _STALE[n] = _Stale(msg.format(shape=n.shape), a, root, hit)
+            marks.append(n)
+
+    for n in chain[1:]:
+        mark(n, base_msg)
+    stack = [(root, root_pos)]
+    while stack:
+        n, p = stack.pop()
+        for c in children.get(n, ()):
+            if _view_parent(c) is None:
+                continue
+            pc = _view_of(c, p)
+            if pc.size and hit[pc.reshape(-1)].any():
+                mark(c, view_msg)
+                stack.append((c, pc))
+
+
+def _clear_marks(a: Node, value: Any, positions: np.ndarray) -> None:
+    """A write of `value` into `a` over `positions` that writes back a written view clears its marks.
+
+    `a[idx] += v` runs as `t = a[idx]; t += v; a[idx] = t`: the write into the view t marks a stale, and
+    the write of t back into a makes a right again.
+    """
+    s = _STALE.get(a)
+    if s is None or s.token is not value or s.root is not a:
+        return
+    covered = np.zeros(a.size, bool)
+    covered[positions.reshape(-1)] = True
+    if (s.written & ~covered).any():
+        return
+    for n in [n for n, m in _STALE.items() if m.token is value]:
+        del _STALE[n]
+
+
+def _end_trace(b: Builder) -> None:
+    """Forget the stale marks of a trace that ended."""
+    for n in b.__dict__.pop("inplace_marks", ()):
+        _STALE.pop(n, None)
+
+
+def _write_positions(x: Node, idx: Any) -> np.ndarray:
+    """The flat positions of x that x[idx] selects, in NumPy's order and shape (concrete indices)."""
+    try:
+        return np.asarray(np.arange(x.size, dtype=np.int64).reshape(x.shape)[idx], dtype=np.int64)
+    except IndexError as e:
+        raise ShapeError(f"a[idx] = v: {e} (a has shape {x.shape})") from None
+
+
+def _traced_mask(x: Node, idx: Any) -> Node | None:
+    """The boolean mask node of `a[mask] = v` with a traced mask (of a's leading dimensions), or None."""
+    if isinstance(idx, Node) and idx.dtype.kind == "b":
+        if idx.shape != x.shape[:idx.ndim]:
+            raise ShapeError(f"a[mask] = v: mask of shape {idx.shape} does not match a of shape {x.shape}")
+        return idx
+    return None
+
+
+def _set_value(x: Node, idx: Any, v: Any) -> tuple[Node, np.ndarray]:
+    """x with x[idx] replaced by v (NumPy's assignment: broadcast, cast, last write wins), and the positions."""
+    m = _traced_mask(x, idx)
+    if m is not None:
+        vv = L.cast(L.asnode(v), x.dtype)
+        if vv.size != 1:
+            raise UnsupportedOpError("a[mask] = v with a traced boolean mask needs a single value v (the number of "
+                                     "selected entries depends on the data); use a = np.where(mask, values, a)")
+        mm = L.reshape(m, m.shape + (1,) * (x.ndim - m.ndim))
+        return L.where(mm, L.reshape(vv, ()), x), np.arange(x.size, dtype=np.int64)
+    key = idx if isinstance(idx, tuple) else (idx,)
+    if any(isinstance(i, Node) for i in key):
+        raise UnsupportedOpError("a[idx] = v with a traced integer index is not supported (the written positions "
+                                 "must be known when tracing); use concrete indices, or np.where over a mask")
+    pos = _write_positions(x, idx)
+    if isinstance(v, (list, tuple)) and any(isinstance(t, Node) for t in tree_flatten(v)[0]):
+        v = snp.asarray(v)  # a list of traced values, built into one array
+    if isinstance(v, Node):
+        vv = L.cast(v, x.dtype)
+    else:
+        va = np.asarray(v)
+        if va.dtype.kind not in "biuf":
+            raise DTypeError(f"a[idx] = v: cannot write a value of dtype {va.dtype} into a traced array")
+        vv = va.astype(x.dtype)
+    vshape = tuple(np.shape(vv))
+    while len(vshape) > pos.ndim and vshape[0] == 1:  # NumPy drops leading unit dimensions of v
+        vshape = vshape[1:]
+    try:
+        np.broadcast_shapes(vshape, pos.shape)
+        if np.broadcast_shapes(vshape, pos.shape) != pos.shape:
+            raise ValueError
+    except ValueError:
+        raise ShapeError(f"a[idx] = v: could not broadcast v of shape {tuple(np.shape(vv))} into the indexed "
+                         f"shape {pos.shape}") from None
+    flat_pos = pos.reshape(-1)
+    if flat_pos.size == 0:
+        return x, flat_pos
+    vb = L.broadcast_to(L.reshape(L.asnode(vv), vshape), pos.shape)
+    flat_v = L.reshape(vb, (flat_pos.size,))
+    _, first_rev = np.unique(flat_pos[::-1], return_index=True)
+    if first_rev.size != flat_pos.size:  # repeated positions: the last write wins, as in NumPy
+        keep = np.sort(flat_pos.size - 1 - first_rev)
+        flat_v = L.bind("gather", flat_v, L.asnode(keep), axis=0)
+        flat_pos = flat_pos[keep]
+    upd = L.bind("scatter_add", flat_v, L.asnode(flat_pos), shape=(x.size,), axis=0)
+    if flat_pos.size == x.size:
+        return L.reshape(upd, x.shape), flat_pos
+    mask = np.zeros(x.size, bool)
+    mask[flat_pos] = True
+    return L.where(mask.reshape(x.shape), L.reshape(upd, x.shape), x), flat_pos
+
+
 def _setitem(self: Node, idx: Any, value: Any) -> None:
-    raise TracerConversionError(
-        f"in-place assignment x[...] = v on a traced value (shape {self.shape}) is not supported: traced values "
-        f"are immutable. Use the functional form x = x.at[idx].set(v) (or .add(v))."
-    )
+    """`a[idx] = v` on a traced array: a functional update that rebinds the object `a` (see above)."""
+    b = current_builder()
+    if not tracing_active() or not _owned(b, self):
+        _check_live(self)
+        raise TracerConversionError(
+            f"a[idx] = v on a traced value (shape {self.shape}) that belongs to an enclosing or finished trace "
+            f"(a closed-over value): only arrays of the running trace can be written. Write b = a.copy() "
+            f"inside the function and write into b, or use the functional form a.at[idx].set(v).")
+    if _is_argument(self):
+        raise TracerConversionError(
+            f"a[idx] = v into an argument of the traced function (shape {self.shape}): NumPy would write into the "
+            f"caller's array, which a traced function cannot do (its arguments are values). Write a = a.copy() "
+            f"first and return a, or use the functional form a = a.at[idx].set(v).")
+    if _STALE and _traced_mask(self, idx) is None:
+        key = idx if isinstance(idx, tuple) else (idx,)
+        if not any(isinstance(i, Node) for i in key):
+            _clear_marks(self, value, _write_positions(self, idx))
+    _check_stale(self, value, idx)
+    new, written = _set_value(self, idx, value)
+    _commit(self, new, written)
+
+
+_INPLACE = {"iadd": ("add", "+"), "isub": ("subtract", "-"), "imul": ("multiply", "*"),
+            "itruediv": ("divide", "/"), "ifloordiv": ("floor_divide", "//"), "imod": ("remainder", "%"),
+            "ipow": ("power", "**")}
+
+
+def _inplace_binop(py: str) -> Callable:
+    fn_name, sym = _INPLACE[py]
+
+    def op(self: Node, other: Any) -> Any:
+        _check_live(self)
+        _check_stale(other)
+        r = getattr(snp, fn_name)(self, other)
+        if not isinstance(r, Node):
+            r = L.asnode(r)
+        if r.shape != self.shape:
+            raise ShapeError(f"a {sym}= v: the result of shape {r.shape} does not fit into a of shape "
+                             f"{self.shape} (NumPy: non-broadcastable output operand)")
+        if r.dtype != self.dtype:
+            if not np.can_cast(r.dtype, self.dtype, "same_kind"):
+                raise DTypeError(f"a {sym}= v: cannot cast the {fn_name} result from {r.dtype} to a's dtype "
+                                 f"{self.dtype} with casting rule 'same_kind' (as NumPy); write a = a {sym} v")
+            r = L.cast(r, self.dtype)
+        b = current_builder()
+        if not _owned(b, self) or _is_argument(self):  # rebind the name only (the caller's array is a value)
+            return r
+        _commit(self, r, np.arange(self.size, dtype=np.int64))
+        return self
+
+    op.__name__ = f"__{py}__"
+    return op
 
 
 def _inplace_method(name: str) -> Callable:
     def fn(self: Node, *a: Any, **k: Any) -> None:
         raise TracerConversionError(
-            f"x.{name}(...) modifies a traced value (shape {self.shape}) in place, which tracing does not support: "
-            f"traced values are immutable. Use a functional form (x = ... or x.at[idx].set(v)).")
+            f"x.{name}(...) modifies a traced value (shape {self.shape}) in place, which tracing does not support "
+            f"for this method. Use a functional form (x = np.{name}(x, ...) where it exists, or "
+            f"x[idx] = v / x.at[idx].set(v)).")
+
+    return fn
+
+
+def _own_array(func: Any, args: tuple, kwargs: dict) -> Node:
+    """np.zeros_like / ones_like / empty_like / full_like / copy of a traced array: an array of its own.
+
+    NumPy returns a new array that the code may then write into (a[idx] = v), so the traced result is a
+    uniquely tagged node (never shared with an equal value by interning); empty_like gives zeros.
+    """
+    params = inspect.signature(func).bind(*args, **kwargs).arguments
+    x = params.pop("a", None)
+    if x is None:
+        x = params.pop("prototype")
+    if func is np.copy:
+        return _fresh_copy(x)
+    extra = {k for k, v in params.items() if v is not None and k not in ("dtype", "shape", "fill_value")
+             and not (k == "order" and v in ("K", "C", "A")) and not (k == "subok" and v is True)}
+    if extra:
+        raise UnsupportedOpError(f"np.{func.__name__}: keyword arguments {sorted(extra)} are not supported on "
+                                 f"traced values")
+    dtype = np.dtype(params.get("dtype") or x.dtype)
+    shape = params.get("shape")
+    shape = x.shape if shape is None else ((int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape))
+    fill = {np.zeros_like: 0, np.empty_like: 0, np.ones_like: 1}.get(func, params.get("fill_value"))
+    if isinstance(fill, Node):
+        return _fresh_copy(L.broadcast_to(L.cast(fill, dtype), shape))
+    return _fresh_copy(L.asnode(np.full(shape, fill, dtype=dtype)))
+
+
+_OWN_ARRAY = (np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.copy)
+
+_numpy_store = threading.local()  # .pending: (message, location) of a traced value stored into an ndarray
+
+
+def _numpy_store_message(x: Node) -> str:
+    return (f"a traced value (shape {x.shape}, dtype {x.dtype}) cannot be written into a NumPy array (a[idx] = v "
+            f"with a made by np.zeros / np.empty / np.array of numbers): NumPy arrays hold numbers, not traced "
+            f"values. Make the array from a traced one, so that the write traces: a = np.zeros_like(x) (or "
+            f"np.empty_like(x), x.copy()) and then a[idx] = v; or build the result functionally with "
+            f"a = a.at[idx].set(v) on a traced a (or np.where, np.stack).")
+
+
+def _storing_into_ndarray() -> bool:
+    """Whether the user's line running now is `a[idx] = v` (NumPy converting v to store it in an ndarray)."""
+    f = sys._getframe(1)
+    while f is not None and _is_internal(f.f_code.co_filename):
+        f = f.f_back
+    if f is None:
+        return False
+    code = f.f_code.co_code
+    return 0 <= f.f_lasti < len(code) and dis.opname[code[f.f_lasti]] == "STORE_SUBSCR"
+
+
+def _scalar_conversion(what: str, fix: str) -> Callable:
+    """float() / int() of a traced value; when NumPy calls it to store the value in an ndarray, say so."""
+    plain = _conversion_error(what, fix)
+
+    def fn(self: Node, *a: Any, **k: Any) -> Any:
+        if _storing_into_ndarray():
+            msg = _numpy_store_message(self)
+            _numpy_store.pending = (msg, user_location())  # NumPy turns the error into a ValueError: see trace()
+            raise TracerConversionError(msg)
+        return plain(self, *a, **k)
 
     return fn
 
@@ -361,7 +794,13 @@ def _method(name: str) -> Callable:
 
 
 def _copy(self: Node, order: str = "K") -> Node:
-    """x.copy(): traced values are immutable, so a copy is the same value."""
+    """x.copy(): an array of its own (a uniquely tagged copy), so that writes into it leave x alone."""
+    _check_live(self)
+    return _fresh_copy(self)
+
+
+def _conj(self: Node) -> Node:
+    """x.conj(): real dtypes only (complex is refused), so the same value."""
     _check_live(self)
     return self
 
@@ -398,6 +837,8 @@ def _to_ndarray_error(self: Node, *a: Any, **k: Any) -> Any:
             tricks = True
             break
         f = f.f_back
+    if not tricks and _storing_into_ndarray():
+        raise TracerConversionError(_numpy_store_message(self))
     if tricks:
         fix = ("np.r_[...] and np.c_[...] convert every item to a NumPy array before symgraph sees it; write "
                "np.concatenate([a, b]) (np.r_) or np.column_stack([a, b]) (np.c_), or use symgraph.numpy.r_ / c_, "
@@ -426,7 +867,8 @@ def _transpose_method(self: Node, *axes: Any) -> Any:
 
 
 def _astype(self: Node, dtype: Any, copy: bool = True) -> Any:
-    return L.cast(self, dtype)
+    out = L.cast(self, dtype)
+    return _fresh_copy(out) if copy and out is self else out  # NumPy's astype copies by default
 
 
 # ----- NumPy protocols -----
@@ -434,6 +876,12 @@ def _astype(self: Node, dtype: Any, copy: bool = True) -> Any:
 
 def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
     _check_live(self)
+    if _STALE:
+        _check_stale(inputs)
+    out_arg = kwargs.get("out")
+    if out_arg is not None and any(isinstance(o, np.ndarray) for o in (out_arg if isinstance(out_arg, tuple)
+                                                                        else (out_arg,))):
+        raise TracerConversionError(_numpy_store_message(self))
     if kwargs.get("out") is not None:
         raise UnsupportedOpError(f"np.{ufunc.__name__}(..., out=...) writes in place, which tracing does not support")
     kwargs.pop("out", None)
@@ -471,6 +919,10 @@ def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: An
 
 def _array_function(self: Node, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
     _check_live(self)
+    if _STALE:
+        _check_stale(args, tuple(kwargs.values()))
+    if func in _OWN_ARRAY and isinstance(args[0] if args else kwargs.get("a", kwargs.get("prototype")), Node):
+        return _own_array(func, args, kwargs)
     fn = snp.FUNCTIONS.get(func)
     if fn is None:
         mod = getattr(func, "__module__", "numpy") or "numpy"
@@ -701,8 +1153,8 @@ def _array_interface() -> dict[str, Callable]:
         "__invert__": _unary("invert"),
         "__bool__": _conversion_error("bool() (Python `if`, `while`, `and`, `or` or `not` on a traced value)",
                                       _IF_FIX),
-        "__float__": _conversion_error("float()", _KEEP_FIX),
-        "__int__": _conversion_error("int()", _STATIC_FIX),
+        "__float__": _scalar_conversion("float()", _KEEP_FIX),
+        "__int__": _scalar_conversion("int()", _STATIC_FIX),
         "__complex__": _conversion_error("complex()", "Complex numbers are not supported."),
         "__index__": _conversion_error("Using a traced value as a Python integer (range(n), a list index, a shape)",
                                        "Use integer-array indexing (x[idx] with an integer array) for gathers. "
@@ -712,9 +1164,9 @@ def _array_interface() -> dict[str, Callable]:
         "__getitem__": _getitem_method, "__setitem__": _setitem, "__len__": _len, "__iter__": _iter,
         "item": _conversion_error(".item()", _KEEP_FIX), "tolist": _conversion_error(".tolist()", _KEEP_FIX),
         "reshape": _reshape_method, "transpose": _transpose_method, "astype": _astype, "dot": _binop("dot"),
-        "copy": _copy, "conj": _copy, "conjugate": _copy,  # real dtypes only: complex is refused
+        "copy": _copy, "conj": _conj, "conjugate": _conj,  # real dtypes only: complex is refused
         # properties
-        "T": lambda self: L.transpose(self), "mT": lambda self: L.swap_last(self), "real": _copy,
+        "T": lambda self: L.transpose(self), "mT": lambda self: L.swap_last(self), "real": _conj,
         "imag": lambda self: snp.zeros_like(self), "itemsize": lambda self: self.dtype.itemsize,
         "at": lambda self: _AtIndexer(self),
     })
@@ -724,6 +1176,8 @@ def _array_interface() -> dict[str, Callable]:
         api[m] = _method(m)
     for m in ("sort", "fill", "put", "resize", "itemset", "partition", "setfield"):
         api[m] = _inplace_method(m)
+    for py in _INPLACE:
+        api[f"__{py}__"] = _inplace_binop(py)
     # Every other public ndarray method and attribute raises, naming itself (test_tracer_methods checks the
     # list is whole).
     for m in ("all", "any", "byteswap", "choose", "compress", "getfield", "nonzero", "round", "searchsorted", "view",

@@ -285,13 +285,15 @@ def f_range(x):
 
 
 def f_setitem(x):
-    x[0, 1] = 1.0  # @setitem
-    return x
+    a = np.zeros((2, 3))
+    a[0, 1] = x[0, 0]  # @setitem
+    return a
 
 
 def f_augassign_slice(x):
-    x[:, 1] += 1.0  # @augassign
-    return x
+    a = np.zeros((2, 3))
+    a[:, 1] += x[:, 1]  # @augassign
+    return a
 
 
 def f_sort(x):
@@ -465,8 +467,8 @@ INSIDE = [
     (f_item, T, "item", [".item()"]),
     (f_tolist, T, "tolist", [".tolist()"]),
     (f_range, T, "range", ["index"]),
-    (f_setitem, T, "setitem", ["in-place", "(2, 3)", ".at["]),
-    (f_augassign_slice, T, "augassign", ["in-place", ".at["]),
+    (f_setitem, T, "setitem", ["NumPy array", "np.zeros_like", ".at["]),
+    (f_augassign_slice, T, "augassign", ["NumPy array", "np.zeros_like", ".at["]),
     (f_sort, T, "sort", ["x.sort", "in place"]),
     (f_fill, T, "fill", ["x.fill", "in place"]),
     (f_out, U, "out", ["np.exp", "out="]),

@@ -152,8 +152,8 @@ def test_float_on_tracer_raises():
 def test_unsupported_numpy_function_names_it():
     with pytest.raises(sg.UnsupportedOpError, match="np.histogram"):
         sg.trace(lambda x: np.histogram(x), V)
-    with pytest.raises(sg.UnsupportedOpError, match="arctan2"):
-        sg.trace(lambda x: np.arctan2(x, x), V)
+    with pytest.raises(sg.UnsupportedOpError, match="nextafter"):
+        sg.trace(lambda x: np.nextafter(x, x), V)
 
 
 def test_shape_error_names_op_and_shapes():
@@ -179,12 +179,13 @@ def test_dtype_errors():
         sg.trace(lambda x: x, "hello")
 
 
-def test_in_place_assignment_gives_clear_error():
+def test_writing_a_traced_value_into_a_numpy_array_gives_clear_error():
     def f(x):
-        x[0] = 1.0
-        return x
+        a = np.zeros(3)
+        a[0] = x[0]  # in-place writes into traced arrays work (tests/test_inplace.py); into ndarrays they cannot
+        return a
 
-    with pytest.raises(sg.TracerConversionError, match=r"\.at\[idx\]\.set"):
+    with pytest.raises(sg.TracerConversionError, match=r"np\.zeros_like.*\.at\[idx\]\.set"):
         sg.trace(f, np.ones(3))
 
 
