@@ -33,6 +33,7 @@ EPS32 = float(np.finfo(np.float32).eps)
 def _rel_err(ours, ref, floor=1e-300):
     ours, ref = np.asarray(ours, np.float64), np.asarray(ref, np.float64)
     assert ours.shape == ref.shape
+    ours, ref = np.atleast_1d(ours), np.atleast_1d(ref)
     assert np.array_equal(np.isnan(ours), np.isnan(ref)), (ours[np.isnan(ours) != np.isnan(ref)],)
     same = (ours == ref) | np.isnan(ref)
     with np.errstate(all="ignore"):
@@ -495,3 +496,39 @@ def test_signal_2d_and_errors():
         sgsig.convolve(a, b, mode="middle")
     with pytest.raises(sg.ShapeError):
         sgsig.convolve(a, b[0])
+
+
+# ----- shapes: 0-d, size 0, size 1, broadcast, non-contiguous; both dtypes -----
+
+_UNARY_DOMAINS = {"gammaln": (0.1, 9.0), "digamma": (0.1, 9.0), "erf": (-2.0, 2.0), "erfc": (-2.0, 2.0),
+                  "erfinv": (-0.9, 0.9), "erfcinv": (0.1, 1.9), "expit": (-4.0, 4.0), "logit": (0.1, 0.9),
+                  "ndtr": (-3.0, 3.0), "ndtri": (0.05, 0.95), "log_ndtr": (-9.0, 3.0), "i0": (-9.0, 9.0),
+                  "i1": (-9.0, 9.0), "i0e": (-9.0, 9.0), "i1e": (-9.0, 9.0), "gamma": (0.2, 6.0),
+                  "rgamma": (0.2, 6.0)}
+
+
+@pytest.mark.parametrize("name", sorted(_UNARY_DOMAINS))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_unary_shapes(name, dtype):
+    lo, hi = _UNARY_DOMAINS[name]
+    base = RNG.uniform(lo, hi, (4, 6)).astype(dtype)
+    tol = 1e-12 if dtype == np.float64 else 40 * EPS32
+    for x in (base[0, 0], np.asarray(base[0, 0]), base[:0, 0], base[:1, 0], base, base[:, ::2], base.T):
+        ref = getattr(ss, name)(np.asarray(x, np.float64))
+        for out in (getattr(sp, name)(x), sg.compile(getattr(sp, name))(x)):
+            out = np.asarray(out)
+            assert out.shape == np.shape(x) and out.dtype == dtype, (name, np.shape(x), out.dtype)
+            assert _rel_err(out, ref, 1e-30) < tol, (name, np.shape(x))
+
+
+@pytest.mark.parametrize("name", ["xlogy", "xlog1py", "betaln", "gammainc", "gammaincc"])
+def test_binary_broadcasting(name):
+    a = RNG.uniform(0.5, 4.0, (3, 1))
+    b = RNG.uniform(0.5, 4.0, (1, 4))
+    ref = getattr(ss, name)(a, b)
+    for out in (getattr(sp, name)(a, b), sg.compile(getattr(sp, name))(a, b),
+                getattr(sp, name)(a.astype(np.float32), 2.0)):
+        assert np.shape(out) in (ref.shape, a.shape)
+    np.testing.assert_allclose(getattr(sp, name)(a, b), ref, rtol=1e-12)
+    assert getattr(sp, name)(a.astype(np.float32), 2.0).dtype == np.float32  # a Python scalar stays weak
+    np.testing.assert_allclose(getattr(sp, name)(np.int64(3), 2), getattr(ss, name)(3, 2), rtol=1e-12)
