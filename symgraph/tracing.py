@@ -454,29 +454,12 @@ def _view_of(n: Node, pos: np.ndarray) -> np.ndarray:
     return np.asarray(n.op.impl(pos, **n.params))
 
 
-def _repoint(b: Builder, src: Node, dst: Node) -> None:
-    """Make every node of b that reads `src` read `dst` instead (re-keying it in the intern table)."""
-    table = b._table
-    sid = src.id
-    moved = []
-    for k, n in table.items():
-        if n.id > sid:  # a reader is built after what it reads
-            for i in n.inputs:
-                if i is src:
-                    moved.append((k, n))
-                    break
-    for k, n in moved:
-        ins = tuple(dst if i is src else i for i in n.inputs)
-        del table[k]
-        _osetattr(n, "inputs", ins)
-        table[(k[0], ins, k[2], k[3])] = n
-    for k, v in list(b.memo.items()):
-        if v is src:
-            b.memo[k] = dst
-
-
 def _commit(a: Node, new: Node, written: np.ndarray) -> None:
     """Rebind the object `a` (a node of the running trace) to the value `new` (built from `a`).
+
+    One pass over the intern table finds the readers of `a` (re-pointed to the node that keeps a's old
+    value) and the view nodes that may share memory with `a` in NumPy (for `_mark_views`); a write
+    costs time linear in the size of the trace so far.
 
     Args:
         a: the written node.
@@ -484,30 +467,65 @@ def _commit(a: Node, new: Node, written: np.ndarray) -> None:
         written: the flat positions of `a` that the write changed (for the view checks).
     """
     b = current_builder()
-    key = Builder.key(a)
+    table = b._table
+    chain = [a]  # a and the arrays it is a NumPy view of, up to the root
+    while True:
+        p = _view_parent(chain[-1])
+        if p is None:
+            break
+        chain.append(p)
+    aid, rid = a.id, chain[-1].id
+    readers: list[tuple[tuple, Node]] = []
+    children: dict[Node, list[Node]] = {}
+    for k, n in table.items():
+        nid = n.id
+        if nid > rid:  # a reader is built after what it reads
+            ins = n.inputs
+            if nid > aid:
+                for i in ins:
+                    if i is a:
+                        readers.append((k, n))
+                        break
+            if ins and n.op.view is not None:
+                children.setdefault(ins[0], []).append(n)
     old = _new_node(a.op, a.inputs, a.attrs, a.shape, a.dtype, a.tag, meta(a))
-    _osetattr(old, "id", a.id)  # the old value keeps a's place in creation order
-    b._table[key] = old
-    _repoint(b, a, old)
+    _osetattr(old, "id", aid)  # the old value keeps a's place in creation order
+    table[Builder.key(a)] = old
+    for k, n in readers:
+        ins = tuple(old if i is a else i for i in n.inputs)
+        del table[k]
+        _osetattr(n, "inputs", ins)
+        table[(k[0], ins, k[2], k[3])] = n
+    for k, v in list(b.memo.items()):
+        if v is a:
+            b.memo[k] = old
+    if a in children:
+        children[old] = children.pop(a)
+    if len(chain) > 1:
+        sib = children.get(chain[1], [])
+        children[chain[1]] = [old if c is a else c for c in sib]
     if new is a:
         new = old
     tag = ("fresh", ("inplace", next(_write_tags)))
     for name, value in (("op", OPS["copy"]), ("inputs", (new,)), ("attrs", ()), ("tag", tag),
                         ("id", next(_ir_ids)), ("_meta", NodeMeta(user_location(), current_role()))):
         _osetattr(a, name, value)
-    b._table[Builder.key(a)] = a
-    _mark_views(b, a, old, written)
+    table[Builder.key(a)] = a
+    chain[0] = old
+    _mark_views(b, a, chain, children, written)
 
 
-def _mark_views(b: Builder, a: Node, old: Node, written: np.ndarray) -> None:
-    """Mark stale the views and bases that NumPy would show changed by a write into `a` (now `old`)."""
-    chain = [old]
-    while True:
-        p = _view_parent(chain[-1])
-        if p is None:
-            break
-        chain.append(p)
-    root = chain[-1]
+def _mark_views(b: Builder, a: Node, chain: list[Node], children: dict[Node, list[Node]],
+                written: np.ndarray) -> None:
+    """Mark stale the views and bases that NumPy would show changed by a write into `a`.
+
+    Args:
+        a: the written object (now a copy of its new value).
+        chain: the node holding a's old value, then the arrays it is a view of, up to the root.
+        children: node -> the view nodes reading it.
+        written: flat positions of `a` written.
+    """
+    old, root = chain[0], chain[-1]
     pos = np.arange(root.size, dtype=np.int64).reshape(root.shape)
     root_pos = pos
     for n in reversed(chain[:-1]):
@@ -516,11 +534,6 @@ def _mark_views(b: Builder, a: Node, old: Node, written: np.ndarray) -> None:
     hit[pos.reshape(-1)[written]] = True
     if not hit.any():
         return
-    children: dict[Node, list[Node]] = {}
-    rid = root.id
-    for n in b._table.values():
-        if n.id > rid and n.op.view is not None and n.inputs:
-            children.setdefault(n.inputs[0], []).append(n)
     loc = user_location()
     at = f" (the write at {loc})" if loc is not None else ""
     view_msg = (f"this traced array (shape {{shape}}) is a view (slice, reshape, transpose) of an array that was "
@@ -564,8 +577,9 @@ def _clear_marks(a: Node, value: Any, positions: np.ndarray) -> None:
     covered[positions.reshape(-1)] = True
     if (s.written & ~covered).any():
         return
-    for n in [n for n, m in _STALE.items() if m.token is value]:
-        del _STALE[n]
+    for n, m in list(_STALE.items()):  # (a copy: other threads' traces mark and clear their own nodes)
+        if m.token is value:
+            _STALE.pop(n, None)
 
 
 def _end_trace(b: Builder) -> None:

@@ -443,3 +443,38 @@ def test_write_after_trace_ended_is_refused():
     sg.trace(f, X)
     with pytest.raises(sg.TracerConversionError):
         kept[0][0] = 1.0
+
+
+def test_jacobian_hessian_and_float32():
+    def f(x):
+        a = np.zeros_like(x)
+        a[1:] = x[:-1] * x[1:]
+        a[0] += x[0] ** 3
+        return a
+
+    x = np.array([0.5, -1.0, 2.0], dtype=np.float64)
+    jac = sg.jacobian(f)(x)
+    want = np.zeros((3, 3))
+    want[0, 0] = 3 * x[0] ** 2
+    for i in range(1, 3):
+        want[i, i - 1], want[i, i] = x[i], x[i - 1]
+    np.testing.assert_allclose(jac, want)
+    h = sg.hessian(lambda x: np.sum(f(x)))(x)
+    np.testing.assert_allclose(h, [[6 * x[0], 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    x32 = x.astype(np.float32)
+    got = sg.compile(f)(x32)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, f(x32.copy()), rtol=1e-6)
+
+
+def test_many_writes_in_a_loop():
+    def f(x):
+        out = np.zeros_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * x[i - 1]
+        return out
+
+    x = RNG.standard_normal(200)
+    np.testing.assert_allclose(sg.compile(f)(x), f(x.copy()))
+    g = sg.grad(lambda x: np.sum(f(x)))(x)
+    np.testing.assert_allclose(g, np.roll(x, 1) + np.roll(x, -1))
