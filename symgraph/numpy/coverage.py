@@ -87,8 +87,8 @@ def natively_lowered(op: Op) -> bool:
     an identity), nor a layout op that is neither a view nor a gather or unslice (codegen.kernels.partition refuses exactly these; tests/test_coverage.py checks the column
     against it).
     """
-    if op.kind in ("reduction", "contraction") or op.name in ("concatenate", "scatter_add"):
-        return True  # materialized by their own tasks
+    if op.kind in ("reduction", "contraction") or op.name in ("concatenate", "scatter_add", "cumsum"):
+        return True  # materialized by their own tasks (cumsum: the scan task)
     if op.kind == "opaque":
         return op.identity_of is not None
     if op.kind == "layout":
