@@ -63,6 +63,7 @@ LAYERS = {
     "symgraph.testing": 8,
     "symgraph.numpy_backend": 8,
     "symgraph.compile": 8,
+    "symgraph.numpy.coverage": 8,  # the coverage table's generator: traces, differentiates, asks the backend
     # the facade (re-exports the public API) and the command line
     "symgraph": 9,
     "symgraph.__main__": 9,

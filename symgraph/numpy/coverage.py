@@ -3,7 +3,9 @@
 For every registered name this module traces one call on probe arguments and
 reads the facts off the graph: the module of `symgraph.numpy` that implements
 it, whether its derivative builds in both modes (reverse and forward), and
-whether every op it traces to has a native lowering. `markdown()` renders the
+whether the LLVM backend compiles it with every op lowered natively (asked of
+the backend through `symgraph.backend`; this module sits with the user API,
+layer 8, for that). `markdown()` renders the
 table that docs/tracing.md ("What traces") holds between its two markers;
 `python -m symgraph.numpy.coverage --write` regenerates it there
 (tests/test_coverage.py fails when the two disagree, and when a documented
@@ -22,14 +24,15 @@ from typing import Any, Callable
 import numpy as _np
 
 from ..autodiff import jvp_nodes, vjp_nodes
-from ..errors import SymgraphError
+from ..backend import get_backend
+from ..compile import run_pipeline
+from ..errors import SymgraphError, UnsupportedOpError
 from ..ir import Node
-from ..ops import Op
 from ..tracing import trace
 from ..tree import tree_flatten
 from .tables import FUNCTIONS, UFUNCS
 
-__all__ = ["Probe", "Row", "rows", "entries", "probe_entry", "markdown", "documented", "natively_lowered", "probe", "BEGIN",
+__all__ = ["Probe", "Row", "rows", "entries", "probe_entry", "markdown", "documented", "compiles_natively", "probe", "BEGIN",
            "END", "DOC", "update_doc"]
 
 #: The markers around the generated table in docs/tracing.md.
@@ -69,7 +72,7 @@ class Row:
         differentiable: "yes" (VJP and JVP build), "zero" (piecewise constant: the derivative is 0),
             "constant" (the result depends on shapes only: zeros_like, np.shape), "no (integer/bool)"
             (the result is not float), "no" (a rule is missing), "?" (no probe traced).
-        native: "yes" when every op it traces to has a native lowering, "no" otherwise, "?" with no probe.
+        native: "yes" when the LLVM backend compiles the probe natively, "no" otherwise, "?" with no probe.
     """
 
     name: str
@@ -79,20 +82,21 @@ class Row:
     native: str
 
 
-def natively_lowered(op: Op) -> bool:
-    """Whether the LLVM backend lowers `op` natively, asked of the op record.
+def compiles_natively(graph: Any, backend: str = "llvm") -> bool:
+    """Whether `backend` compiles the graph (after compile's pipeline) with no op left to the evaluator.
 
-    Elementwise and reduction ops always are (tests/test_codegen.py fails on one without an emitter);
-    so are contractions, concatenates and scatters (tasks of their own); an opaque op is not (unless it is
-    an identity), nor a layout op that is neither a view nor a gather or unslice (codegen.kernels.partition refuses exactly these; tests/test_coverage.py checks the column
-    against it).
+    The backend is asked through its protocol (`symgraph.backend`): the LLVM backend refuses a graph with an
+    op it has no native lowering for (`UnsupportedOpError`), so this is the backend's own answer.
+
+    Raises:
+        SymgraphError: the backend cannot be loaded (llvmlite missing).
     """
-    if op.kind in ("reduction", "contraction") or op.name in ("concatenate", "scatter_add", "cumsum"):
-        return True  # materialized by their own tasks (cumsum: the scan task)
-    if op.kind == "opaque":
-        return op.identity_of is not None
-    if op.kind == "layout":
-        return op.view is not None or op.name in ("unslice", "gather")
+    opt, order = run_pipeline(graph)
+    try:
+        ex = get_backend(backend, "coverage").compile(opt, order, donate=frozenset(), name="coverage_probe")
+    except UnsupportedOpError:
+        return False
+    ex.release()
     return True
 
 
@@ -248,7 +252,7 @@ def _facts_row(name: str, kind: str, module: str, g: Any, facts: dict) -> Row:
         diff = "zero"
     else:
         diff = "yes"
-    native = "yes" if all(natively_lowered(n.op) for n in g.toposort()) else "no"
+    native = "yes" if compiles_natively(g) else "no"
     return Row(name, kind, module, diff, native)
 
 
