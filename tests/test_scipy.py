@@ -500,7 +500,8 @@ def test_signal_2d_and_errors():
 
 # ----- shapes: 0-d, size 0, size 1, broadcast, non-contiguous; both dtypes -----
 
-_UNARY_DOMAINS = {"gammaln": (0.1, 9.0), "digamma": (0.1, 9.0), "erf": (-2.0, 2.0), "erfc": (-2.0, 2.0),
+_UNARY_DOMAINS = {"gammaln": (2.5, 9.0), "digamma": (2.0, 9.0),  # away from their zeros (float32 relative)
+                  "erf": (-2.0, 2.0), "erfc": (-2.0, 2.0),
                   "erfinv": (-0.9, 0.9), "erfcinv": (0.1, 1.9), "expit": (-4.0, 4.0), "logit": (0.1, 0.9),
                   "ndtr": (-3.0, 3.0), "ndtri": (0.05, 0.95), "log_ndtr": (-9.0, 3.0), "i0": (-9.0, 9.0),
                   "i1": (-9.0, 9.0), "i0e": (-9.0, 9.0), "i1e": (-9.0, 9.0), "gamma": (0.2, 6.0),
