@@ -1,4 +1,4 @@
-"""Op-table rows for the structural primitives of issue 17 (symgraph/ops/scan.py: cumsum)."""
+"""Op-table rows for the structural primitives of issue 17 (symgraph/ops/scan.py: cumsum, cumprod)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from opcase import OpCase, real
 CASES = [
     OpCase("cumsum", lambda x, axis: L.bind("cumsum", x, axis=axis),
            lambda x, axis: np.cumsum(x, axis=axis, dtype=x.dtype),
+           [(((2, 3, 5),), {"axis": 1}), (((2, 3, 5),), {"axis": 0}), (((2, 3, 5),), {"axis": 2}),
+            (((1,),), {"axis": 0}), (((4, 1),), {"axis": 1}), (((0, 3),), {"axis": 0})], (real,)),
+    OpCase("cumprod", lambda x, axis: L.bind("cumprod", x, axis=axis),
+           lambda x, axis: np.cumprod(x, axis=axis, dtype=x.dtype),
            [(((2, 3, 5),), {"axis": 1}), (((2, 3, 5),), {"axis": 0}), (((2, 3, 5),), {"axis": 2}),
             (((1,),), {"axis": 0}), (((4, 1),), {"axis": 1}), (((0, 3),), {"axis": 0})], (real,)),
 ]

@@ -220,6 +220,19 @@ def test_compiled_matches_numpy(row):
 # ----- specific facts -----
 
 
+@pytest.mark.parametrize("n", [6, 40])
+def test_long_cumprod_gradient_is_exact_with_zeros(n):
+    x = np.random.default_rng(n).choice([0.0, 1.0, -1.0, 2.0, -0.5], n)
+    w = np.arange(1.0, n + 1)
+    f = lambda v: np.sum(np.cumprod(v) * w)  # noqa: E731
+    want = np.array([sum(w[k] * np.prod(np.delete(x[:k + 1], i)) for k in range(i, n)) for i in range(n)])
+    np.testing.assert_array_equal(sg.grad(f)(x), want)
+    np.testing.assert_array_equal(sg.compile(sg.grad(f))(x), want)
+    t = np.random.default_rng(1).standard_normal(n)
+    np.testing.assert_allclose(sg.jvp(f, (x,), (t,))[1], want @ t, rtol=1e-12)
+    sg.check_grads(f, (np.random.default_rng(2).uniform(0.5, 1.5, n),), order=2)
+
+
 def test_cumprod_gradient_is_exact_with_zeros_and_negatives():
     x = np.array([2.0, 0.0, -3.0, 0.0, 1.5, -0.5])
     f = lambda x: np.sum(np.cumprod(x) * np.arange(1.0, 7.0))  # noqa: E731
@@ -232,7 +245,7 @@ def test_cumprod_gradient_is_exact_with_zeros_and_negatives():
     np.testing.assert_array_equal(sg.compile(sg.grad(f))(x), want)
 
 
-def test_cumsum_is_numpys_bit_for_bit_and_cumprod_of_short_axes_too():
+def test_cumsum_and_cumprod_are_numpys_bit_for_bit():
     rng = np.random.default_rng(4)
     for dtype in (np.float32, np.float64):
         x = rng.standard_normal((5, 32)).astype(dtype) * 10.0 ** rng.integers(-3, 4, (5, 32))
@@ -245,9 +258,9 @@ def test_cumsum_is_numpys_bit_for_bit_and_cumprod_of_short_axes_too():
             f = lambda v, ax=ax: np.cumsum(v, axis=ax)  # noqa: E731
             np.testing.assert_array_equal(sg.trace(f, y).evaluate(y), f(y))
             np.testing.assert_array_equal(sg.compile(f)(y), f(y))
-        z = rng.standard_normal(1000).astype(dtype)  # cumprod's doubling scan beyond 32: NumPy's to rounding
-        np.testing.assert_allclose(sg.compile(np.cumprod)(1.0 + z / 1000), np.cumprod(1.0 + z / 1000),
-                                   rtol=20 * np.finfo(dtype).eps)
+        z = (1.0 + rng.standard_normal(1000) / 1000).astype(dtype)  # cumprod: the scan primitive too
+        np.testing.assert_array_equal(sg.compile(np.cumprod)(z), np.cumprod(z))
+        np.testing.assert_array_equal(sg.trace(np.cumprod, z).evaluate(z), np.cumprod(z))
 
 
 def test_compiled_cumsum_is_one_scan_kernel_and_its_gradient_a_reversed_scan():

@@ -249,12 +249,14 @@ class _TaskMaker:
         self.tasks.append(Task(SCATTER, n, u.shape, frozenset(), b.value(u, idx), flat_offset(n.shape, oidx)))
 
     def scan(self, n: Node) -> None:
-        """A running sum along one axis (cumsum): each element adds its predecessor's result (a scan task)."""
+        """A running sum or product along one axis (cumsum, cumprod): each element combines with its
+        predecessor's result (a scan task; `red_op` sum or prod)."""
         axis = n.attr("axis")
         idx = domain_vars(n.shape)
         stride = int(np.prod(n.shape[axis + 1:], dtype=np.int64))
         self.tasks.append(Task(SCAN, n, n.shape, frozenset(), self.b.value(n.inputs[0], idx),
-                               flat_offset(n.shape, idx), scan=(stride, n.shape[axis])))
+                               flat_offset(n.shape, idx), scan=(stride, n.shape[axis]),
+                               red_op={"cumsum": "sum", "cumprod": "prod"}[n.op.name]))
 
     def piece(self, n: Node, x: Node, axis: int, start: int, pi: int) -> Task:
         """Store x into the block of n starting at `start` along `axis` (loops over x's finer shape
@@ -298,6 +300,7 @@ NODE_TASKS: dict[str, NodeTasks] = {
     "reshape": NodeTasks(_TaskMaker.reshape, (STORE,)),
     "scatter_add": NodeTasks(_TaskMaker.scatter_add, (SCATTER,), buffer=True),
     "cumsum": NodeTasks(_TaskMaker.scan, (SCAN,), buffer=True),  # reads its own earlier elements
+    "cumprod": NodeTasks(_TaskMaker.scan, (SCAN,), buffer=True),
 }
 REDUCTION_TASKS = NodeTasks(_TaskMaker.reduction, (REDUCE,), buffer=True)
 VALUE_TASKS = NodeTasks(_TaskMaker.value, (STORE,))

@@ -60,8 +60,8 @@ class TaskKind(str, enum.Enum):
     SCATTER = ("scatter", KernelKind.LOOP, False, False, True,
                "out[..., idx, ...] += u, in order (the output zero-filled first)")
     SCAN = ("scan", KernelKind.LOOP, False, False, False,
-            "out[..., i, ...] = out[..., i - 1, ...] + x[..., i, ...] along one axis, element after element "
-            "(a running sum; `scan`: the axis's stride and length)")
+            "out[..., i, ...] = out[..., i - 1, ...] + x[..., i, ...] (or *: `red_op` sum or prod) along one axis, "
+            "element after element (a running sum or product; `scan`: the axis's stride and length)")
     GEMM = ("gemm", KernelKind.GEMM, False, False, False,
             "a matrix product through BLAS (`gemm`: views of the operands)")
 

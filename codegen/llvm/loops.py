@@ -385,7 +385,8 @@ class KernelEmitter(ReductionSteps):
 
 
     def scan_step(self, t: Task, v: ir.Value, memo: dict) -> None:
-        """A scan task: this element's value plus the result one stride back (none at the axis's start)."""
+        """A scan task: this element's value combined (`red_op` sum or prod) with the result one stride back
+        (none at the axis's start)."""
         cx = self.cx
         b = cx.builder
         mt = mem_type(t.node.dtype)
@@ -397,7 +398,10 @@ class KernelEmitter(ReductionSteps):
         prev_off = b.select(first, off, b.sub(off, ir.Constant(I64, stride)))
         prev = b.load(b.gep(base, [prev_off], inbounds=True, source_etype=mt), typ=mt)
         dt = t.node.dtype
-        new = sum_combine(cx, prev, v, dt) if not is_float(dt) else b.fadd(prev, v)
+        if t.red_op == "prod":
+            new = b.fmul(prev, v) if is_float(dt) else b.mul(prev, v)
+        else:
+            new = sum_combine(cx, prev, v, dt) if not is_float(dt) else b.fadd(prev, v)
         b.store(b.select(first, v, new), b.gep(base, [off], inbounds=True, source_etype=mt))
 
 
