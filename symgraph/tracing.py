@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import dis
+import itertools
 import numbers
 import sys
 import threading
@@ -454,12 +455,64 @@ def _view_of(n: Node, pos: np.ndarray) -> np.ndarray:
     return np.asarray(n.op.impl(pos, **n.params))
 
 
+class _Readers:
+    """The readers of every node of one intern table, kept up to date incrementally across writes.
+
+    The table only grows (insertions at the end, in dict order) except for the re-keying `_commit`
+    does itself, so each write indexes only the entries added since the last one: a write costs time
+    linear in the nodes built since the previous write, not in the whole trace.
+    """
+
+    __slots__ = ("table", "pos", "readers")
+
+    def __init__(self, table: dict):
+        self.table = table
+        self.pos = 0  # entries of `table` (in order) already indexed
+        self.readers: dict[Node, dict[Node, None]] = {}
+
+    def update(self) -> None:
+        table, readers = self.table, self.readers
+        for n in itertools.islice(reversed(table.values()), len(table) - self.pos):  # the new entries only
+            for i in n.inputs:
+                r = readers.get(i)
+                if r is None:
+                    readers[i] = {n: None}
+                else:
+                    r[n] = None
+        self.pos = len(table)
+
+    def rekey(self, key: tuple, n: Node, ins: tuple) -> None:
+        """Give reader n the inputs `ins` (re-keying it in the table: its entry moves to the end)."""
+        table, readers = self.table, self.readers
+        for i in n.inputs:
+            r = readers.get(i)
+            if r is not None:
+                r.pop(n, None)
+        del table[key]
+        self.pos -= 1
+        _osetattr(n, "inputs", ins)
+        table[(key[0], ins, key[2], key[3])] = n  # indexed again (with its new inputs) by the next update
+
+
+#: id(intern table) -> its _Readers, for the tables of running traces (dropped when the trace ends)
+_READERS: dict[int, _Readers] = {}
+
+
+def _readers_of(b: Builder) -> _Readers:
+    table = b._table
+    r = _READERS.get(id(table))
+    if r is None or r.table is not table:
+        r = _READERS[id(table)] = _Readers(table)
+    r.update()
+    return r
+
+
 def _commit(a: Node, new: Node, written: np.ndarray) -> None:
     """Rebind the object `a` (a node of the running trace) to the value `new` (built from `a`).
 
-    One pass over the intern table finds the readers of `a` (re-pointed to the node that keeps a's old
-    value) and the view nodes that may share memory with `a` in NumPy (for `_mark_views`); a write
-    costs time linear in the size of the trace so far.
+    The readers of `a` (re-pointed to the node that keeps a's old value) and the view nodes that may
+    share memory with `a` in NumPy (for `_mark_views`) come from the table's incremental reader index
+    (`_Readers`): a write costs time linear in the nodes built since the previous write.
 
     Args:
         a: the written node.
@@ -474,36 +527,23 @@ def _commit(a: Node, new: Node, written: np.ndarray) -> None:
         if p is None:
             break
         chain.append(p)
-    aid, rid = a.id, chain[-1].id
-    readers: list[tuple[tuple, Node]] = []
-    children: dict[Node, list[Node]] = {}
-    for k, n in table.items():
-        nid = n.id
-        if nid > rid:  # a reader is built after what it reads
-            ins = n.inputs
-            if nid > aid:
-                for i in ins:
-                    if i is a:
-                        readers.append((k, n))
-                        break
-            if ins and n.op.view is not None:
-                children.setdefault(ins[0], []).append(n)
+    aid = a.id
+    index = _readers_of(b)
+    rd = index.readers
     old = _new_node(a.op, a.inputs, a.attrs, a.shape, a.dtype, a.tag, meta(a))
     _osetattr(old, "id", aid)  # the old value keeps a's place in creation order
-    table[Builder.key(a)] = old
-    for k, n in readers:
-        ins = tuple(old if i is a else i for i in n.inputs)
-        del table[k]
-        _osetattr(n, "inputs", ins)
-        table[(k[0], ins, k[2], k[3])] = n
-    for k, v in list(b.memo.items()):
-        if v is a:
-            b.memo[k] = old
-    if a in children:
-        children[old] = children.pop(a)
-    if len(chain) > 1:
-        sib = children.get(chain[1], [])
-        children[chain[1]] = [old if c is a else c for c in sib]
+    table[Builder.key(a)] = old  # (an existing key: the entry keeps its place)
+    for i in a.inputs:  # old, not a, now reads a's former inputs
+        r = rd.get(i)
+        if r is not None:
+            r.pop(a, None)
+            r[old] = None
+    for n in list(rd.pop(a, ())):
+        index.rekey(Builder.key(n), n, tuple(old if i is a else i for i in n.inputs))
+    if a.op.name in ("broadcast_to", "constant"):  # the builder's memo holds splats of constants (lax._splat)
+        for k, v in list(b.memo.items()):
+            if v is a:
+                b.memo[k] = old
     if new is a:
         new = old
     tag = ("fresh", ("inplace", next(_write_tags)))
@@ -512,17 +552,18 @@ def _commit(a: Node, new: Node, written: np.ndarray) -> None:
         _osetattr(a, name, value)
     table[Builder.key(a)] = a
     chain[0] = old
-    _mark_views(b, a, chain, children, written)
+    index.update()
+    _mark_views(b, a, chain, rd, written)
 
 
-def _mark_views(b: Builder, a: Node, chain: list[Node], children: dict[Node, list[Node]],
+def _mark_views(b: Builder, a: Node, chain: list[Node], children: dict[Node, dict[Node, None]],
                 written: np.ndarray) -> None:
     """Mark stale the views and bases that NumPy would show changed by a write into `a`.
 
     Args:
         a: the written object (now a copy of its new value).
         chain: the node holding a's old value, then the arrays it is a view of, up to the root.
-        children: node -> the view nodes reading it.
+        children: node -> the nodes reading it (the views among them are followed).
         written: flat positions of `a` written.
     """
     old, root = chain[0], chain[-1]
@@ -556,7 +597,7 @@ def _mark_views(b: Builder, a: Node, chain: list[Node], children: dict[Node, lis
     while stack:
         n, p = stack.pop()
         for c in children.get(n, ()):
-            if _view_parent(c) is None:
+            if c.inputs[0] is not n or _view_parent(c) is None:
                 continue
             pc = _view_of(c, p)
             if pc.size and hit[pc.reshape(-1)].any():
@@ -583,7 +624,8 @@ def _clear_marks(a: Node, value: Any, positions: np.ndarray) -> None:
 
 
 def _end_trace(b: Builder) -> None:
-    """Forget the stale marks of a trace that ended."""
+    """Forget the stale marks and the reader index of a trace that ended."""
+    _READERS.pop(id(b._table), None)
     for n in b.__dict__.pop("inplace_marks", ()):
         _STALE.pop(n, None)
 

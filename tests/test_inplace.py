@@ -478,3 +478,45 @@ def test_many_writes_in_a_loop():
     np.testing.assert_allclose(sg.compile(f)(x), f(x.copy()))
     g = sg.grad(lambda x: np.sum(f(x)))(x)
     np.testing.assert_allclose(g, np.roll(x, 1) + np.roll(x, -1))
+
+
+def _random_program(seed):
+    """A random straight-line program of writes and reads on two arrays (and aliases), as plain NumPy."""
+    rng = np.random.default_rng(seed)
+    steps = []
+    for _ in range(25):
+        kind = rng.integers(6)
+        i, j = sorted(rng.integers(0, 6, size=2))
+        steps.append((kind, int(i), int(j) + 1, float(rng.uniform(0.5, 1.5)), int(rng.integers(2))))
+
+    def prog(x):
+        arrs = [x.copy(), np.zeros_like(x)]
+        alias = arrs[0]
+        reads = []
+        for kind, i, j, c, k in steps:
+            a = arrs[k]
+            if kind == 0:
+                a[i:j] = x[i:j] * c
+            elif kind == 1:
+                a[i:j] += a[i:j] * c + x[i:j]
+            elif kind == 2:
+                a[[i, j - 1]] *= c
+            elif kind == 3:
+                a += arrs[1 - k] * c
+            elif kind == 4:
+                reads.append(a * c)
+            else:
+                reads.append(np.sum(alias) + a[i])
+        return arrs[0], arrs[1], alias, reads
+
+    return prog
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_write_read_programs_equal_numpy(seed):
+    prog = _random_program(seed)
+    want = prog(X.copy())
+    _close(sg.trace(prog, X).evaluate(X), want)
+    _close(sg.compile(prog)(X), want)
+    if seed < 3:
+        check_grads(lambda x: prog(x)[0], (X,), order=2)
