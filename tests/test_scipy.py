@@ -533,3 +533,25 @@ def test_binary_broadcasting(name):
     np.testing.assert_allclose(getattr(sp, name)(a, b), ref, rtol=1e-12)
     assert getattr(sp, name)(a.astype(np.float32), 2.0).dtype == np.float32  # a Python scalar stays weak
     np.testing.assert_allclose(getattr(sp, name)(np.int64(3), 2), getattr(ss, name)(3, 2), rtol=1e-12)
+
+
+def test_bessel_j_y_orders_0_1():
+    x = np.concatenate([np.linspace(-60, 60, 3001), np.linspace(7.9, 8.1, 101)])
+    env = np.sqrt(2 / (np.pi * np.maximum(np.abs(x), 1.0)))  # errors are absolute, relative to the envelope
+    for name in ("j0", "j1", "y0", "y1"):
+        ref = _quiet(getattr(ss, name), x)
+        for out in (_quiet(getattr(sp, name), x), _quiet(sg.compile(getattr(sp, name)), x)):
+            np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+            fin = np.isfinite(ref)
+            assert np.max(np.abs(out[fin] - ref[fin]) / env[fin]) < 3e-13, name
+            np.testing.assert_array_equal(out[~fin], ref[~fin])
+    v = np.array([0.5, 3.0, 7.5, 8.5, 20.0, 45.0])
+    np.testing.assert_allclose(_d(sp.j0)(v), -ss.j1(v), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(_d(sp.j1)(v), ss.j0(v) - ss.j1(v) / v, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(_d(sp.y0)(v), -ss.y1(v), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(_d(sp.j0, 2)(v), -(ss.j0(v) - ss.j1(v) / v), rtol=0, atol=1e-12)
+    for name in ("j0", "j1", "y0", "y1"):
+        sg.check_grads(getattr(sp, name), (v,), order=2, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(sg.grad(lambda t: ss.j0(t) * ss.y1(t))(2.5),
+                               -ss.j1(2.5) * ss.y1(2.5) + ss.j0(2.5) * (ss.y0(2.5) - ss.y1(2.5) / 2.5), rtol=1e-12)
+    assert sp.j0(np.inf) == 0.0 and sp.y1(np.inf) == 0.0  # SciPy gives NaN at inf; here the limit
