@@ -754,14 +754,71 @@ def _inplace_binop(py: str) -> Callable:
     return op
 
 
-def _inplace_method(name: str) -> Callable:
-    def fn(self: Node, *a: Any, **k: Any) -> None:
+def _check_writable(self: Node, what: str) -> None:
+    """Raise unless the running trace may rebind `self` (see `_commit`), naming `what` was attempted."""
+    _check_live(self)
+    if not _owned(current_builder(), self):
         raise TracerConversionError(
-            f"x.{name}(...) modifies a traced value (shape {self.shape}) in place, which tracing does not support "
-            f"for this method. Use a functional form (x = np.{name}(x, ...) where it exists, or "
-            f"x[idx] = v / x.at[idx].set(v)).")
+            f"{what} on a traced value (shape {self.shape}) that belongs to an enclosing or finished trace: only "
+            f"arrays of the running trace can be written in place. Write b = a.copy() inside the function "
+            f"and write into b.")
+    if _is_argument(self):
+        raise TracerConversionError(
+            f"{what} on an argument of the traced function (shape {self.shape}) modifies it in place: NumPy "
+            f"would write into the caller's array, which a traced function cannot do (its arguments are "
+            f"values). Write x = x.copy() first and return x, or use the functional form.")
 
+
+def _inplace_method(name: str) -> Callable:
+    """x.sort() / x.partition() / x.fill() / x.put(): in-place updates of traced arrays (as `_setitem`)."""
+    fixes = {"sort": "x = np.sort(x, axis)", "partition": "x = np.partition(x, kth, axis)",
+             "fill": "x = np.full_like(x, v)", "put": "x = x.at[np.unravel_index(ind, x.shape)].set(v)"}
+
+    def fn(self: Node, *a: Any, **k: Any) -> None:
+        if name not in fixes:
+            raise TracerConversionError(
+                f"x.{name}(...) modifies a traced value (shape {self.shape}) in place, which tracing does not "
+                f"support for this method. Use a functional form (x = ..., x[idx] = v or x.at[idx].set(v)).")
+        _check_writable(self, f"x.{name}(...)")
+        if name == "fill":
+            (value,) = a
+            _setitem(self, Ellipsis, value)
+            return None
+        if name == "put":
+            _put(self, *a, **k)
+            return None
+        new = getattr(snp, name)(self, *a, **k)
+        _commit(self, new, np.arange(self.size, dtype=np.int64))
+        return None
+
+    fn.__name__ = name
     return fn
+
+
+def _put(self: Node, ind: Any, v: Any, mode: str = "raise") -> None:
+    """x.put(ind, v, mode): x.flat[ind] = v, v repeated to the length of ind (NumPy's ndarray.put)."""
+    if isinstance(ind, Node):
+        raise UnsupportedOpError("x.put(ind, v) with traced indices is not supported; use concrete indices")
+    p = np.asarray(ind, dtype=np.int64).reshape(-1)
+    n = self.size
+    if mode == "wrap":
+        p = p % n
+    elif mode == "clip":
+        p = np.clip(p, 0, n - 1)
+    elif mode == "raise":
+        if p.size and (p.min() < -n or p.max() >= n):
+            raise ShapeError(f"x.put: index out of bounds for size {n}: {p.min()}..{p.max()}")
+        p = np.where(p < 0, p + n, p)
+    else:
+        raise SymgraphError(f"x.put: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    if p.size == 0:
+        return
+    vv = L.reshape(L.asnode(snp.asarray(v) if isinstance(v, (list, tuple)) else v), (-1,))
+    if vv.shape[0] == 0:
+        raise ShapeError("x.put: values must not be empty")
+    if vv.shape[0] != p.size:
+        vv = L.bind("gather", vv, L.asnode(np.arange(p.size, dtype=np.int64) % vv.shape[0]), axis=0)
+    _setitem(self, np.unravel_index(p, self.shape), vv)
 
 
 def _own_array(func: Any, args: tuple, kwargs: dict) -> Node:

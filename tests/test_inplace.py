@@ -520,3 +520,32 @@ def test_random_write_read_programs_equal_numpy(seed):
     _close(sg.compile(prog)(X), want)
     if seed < 3:
         check_grads(lambda x: prog(x)[0], (X,), order=2)
+
+
+def test_in_place_methods_sort_partition_fill_put():
+    def f(m):
+        a = m.copy()
+        b = a
+        a.sort()  # along the last axis, in place: b is the same array
+        c = m.copy()
+        c.sort(axis=0)
+        d = m.ravel().copy()
+        d.partition(3)
+        e = np.zeros_like(m)
+        e.fill(2.5)
+        e.put([0, 5, -1], m[0, :2] * 3.0)  # values repeat to the length of the indices
+        e.put(np.array([13, 1]), 7.0, mode="wrap")
+        return b, c, np.sort(d[:3]), d[3], e
+
+    _close(sg.trace(f, M).evaluate(M), _ref(f, M))
+    _close(sg.compile(f)(M), _ref(f, M))
+    check_grads(lambda m: f(m)[4] + f(m)[0], (M,), order=2)
+
+    def on_argument(m):
+        m.sort()
+        return m
+
+    with pytest.raises(sg.TracerConversionError, match=r"x\.sort.*argument.*x = x\.copy\(\)"):
+        sg.trace(on_argument, M)
+    with pytest.raises(sg.TracerConversionError, match="resize"):
+        sg.trace(lambda m: m.copy().resize((12,)), M)
