@@ -381,8 +381,19 @@ def test_put_along_axis_functional_form_and_clear_error():
     sg.check_grads(lambda a, v: np.sum(np.sin(f(a, v))), (x, vals), order=2)
     np.testing.assert_array_equal(sg.vmap(f)(np.stack([x, 2 * x]), np.stack([vals, vals])),
                                   np.stack([want, snp.put_along_axis(2 * x, idx, vals, 1)]))
+    # NumPy's in-place spelling writes into a traced array of the running trace (tracing's in-place updates)
+    def inplace(a, v):
+        out = a.copy()
+        assert np.put_along_axis(out, idx, v, 1) is None
+        return out
+
+    np.testing.assert_array_equal(sg.trace(inplace, x, vals).evaluate(x, vals), want)
+    np.testing.assert_array_equal(sg.compile(inplace)(x, vals), want)
+    sg.check_grads(lambda a, v: np.sum(np.sin(inplace(a, v))), (x, vals), order=2)
+    with pytest.raises(TracerConversionError, match="argument"):
+        sg.trace(lambda a: np.put_along_axis(a, idx, 1.0, 1), x)     # an argument: NumPy would write the caller's
     with pytest.raises(TracerConversionError, match=r"symgraph.numpy.put_along_axis\(arr, indices, values, axis\)"):
-        sg.trace(lambda a: np.put_along_axis(a, idx, 1.0, 1), x)
+        sg.trace(lambda v: np.put_along_axis(np.zeros((3, 4)), idx, v, 1), vals)
     with pytest.raises(TracerConversionError, match="inplace"):
         snp.put_along_axis(x, idx, vals, 1, inplace=True)
 

@@ -522,8 +522,10 @@ def take_along_axis(arr: Any, indices: Any, axis: Any = -1) -> Any:
 def put_along_axis(arr: Any, indices: Any, values: Any, axis: Any, inplace: bool = False) -> Any:
     """The functional np.put_along_axis: a new array equal to arr with values put at indices along axis.
 
-    NumPy's version writes into arr and returns None; traced values are
-    immutable, so this one returns the result (`inplace=True` is refused).
+    NumPy's version writes into arr and returns None; this one returns the
+    result (`inplace=True` is refused). NumPy's own spelling on a traced arr
+    of the running trace (arr = x.copy(), np.zeros_like(x)) is the in-place
+    write arr[...] = put_along_axis(...) of tracing's in-place updates.
     Concrete indices follow NumPy exactly (with a repeated index the last
     value wins); traced indices must not repeat within a row (repeats add).
     Gradients flow to arr (where it is not overwritten) and to values.
@@ -567,10 +569,17 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: Any, inplace: bool
 
 
 def _np_put_along_axis(arr: Any, indices: Any, values: Any, axis: Any) -> None:
+    """np.put_along_axis on traced values: an in-place write `arr[...] = new` into a traced arr (tracing's
+    in-place updates: arr must belong to the running trace and not be an argument, e.g. arr = x.copy());
+    a NumPy arr cannot take traced values."""
+    if isinstance(arr, Node):
+        arr[...] = put_along_axis(arr, indices, values, axis)   # symgraph.tracing's functional rebinding
+        return None
     raise TracerConversionError(
-        "np.put_along_axis writes into its array in place, and a traced value (or a traced value written into a "
-        "NumPy array) cannot be modified in place. Use the functional form, which returns the new array: "
-        "arr = symgraph.numpy.put_along_axis(arr, indices, values, axis)")
+        "np.put_along_axis writes into its array in place, and traced values cannot be written into a NumPy "
+        "array. Write into a traced array (arr = np.zeros_like(x); np.put_along_axis(arr, ...)), or use the "
+        "functional form, which returns the new array: arr = symgraph.numpy.put_along_axis(arr, indices, values, "
+        "axis)")
 
 
 def _ufunc_at(name: str, combine: str):
