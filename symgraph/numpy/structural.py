@@ -625,7 +625,9 @@ def _ufunc_at(name: str, combine: str):
     at.__name__ = f"{name}_at"
     at.__doc__ = (f"The functional np.{name}.at(a, indices, b) along the first axis: a new array (NumPy's writes "
                   f"into a and returns None). Repeated indices {'accumulate' if combine == 'add' else 'combine'} "
-                  f"as in NumPy.")
+                  f"as in NumPy. " + ("A scatter-add: O(k) for k updates." if combine == "add" else
+                                     "A max over a dense (targets x updates) mask: O(n k) for n targets and k "
+                                     "updates; ties between a and an update give the derivative to a."))
     return at
 
 
