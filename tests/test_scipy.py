@@ -555,3 +555,22 @@ def test_bessel_j_y_orders_0_1():
     np.testing.assert_allclose(sg.grad(lambda t: ss.j0(t) * ss.y1(t))(2.5),
                                -ss.j1(2.5) * ss.y1(2.5) + ss.j0(2.5) * (ss.y0(2.5) - ss.y1(2.5) / 2.5), rtol=1e-12)
     assert sp.j0(np.inf) == 0.0 and sp.y1(np.inf) == 0.0  # SciPy gives NaN at inf; here the limit
+
+
+def test_bessel_integer_orders():
+    x = np.linspace(-40, 40, 1601)
+    env = np.sqrt(2 / (np.pi * np.maximum(np.abs(x), 1.0)))
+    xp = x[x > 0.5]
+    for n in (2, 3, 5, 8, -3):
+        assert np.max(np.abs(sp.jn(n, x) - ss.jn(n, x)) / env) < 2e-13, n
+        ref = ss.yn(n, xp)
+        assert np.max(np.abs(sp.yn(n, xp) - ref) / np.maximum(np.abs(ref), env[x > 0.5])) < 5e-13, n
+    assert np.isnan(sp.yn(2, -1.0))
+    f = lambda x: np.sum(ss.jn(2, x) + ss.yn(2, x))  # plain SciPy: jn is the ufunc jv with an integer order
+    v = np.array([1.5, 3.0, 9.0])
+    np.testing.assert_allclose(sg.compile(f)(v), f(v), rtol=1e-13)
+    sg.check_grads(f, (v,), order=2, rtol=1e-5, atol=1e-7)
+    # J_n' = (J_{n-1} - J_{n+1}) / 2
+    np.testing.assert_allclose(_d(lambda t: sp.jn(3, t))(v), (ss.jn(2, v) - ss.jn(4, v)) / 2, rtol=1e-12)
+    with pytest.raises(sg.UnsupportedOpError):
+        sg.grad(lambda t: ss.jv(0.5, t))(2.0)

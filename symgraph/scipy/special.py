@@ -58,7 +58,7 @@ from ..errors import DTypeError, UnsupportedOpError
 __all__ = [
     "gammaln", "digamma", "psi", "polygamma", "multigammaln", "erf", "erfc", "erfinv", "erfcinv", "expit",
     "logit", "xlogy", "xlog1py", "log_ndtr", "ndtr", "ndtri", "i0", "i1", "i0e", "i1e", "betaln", "beta",
-    "gamma", "gammasgn", "rgamma", "j0", "j1", "y0", "y1", "gammainc", "gammaincc", "betainc", "logsumexp",
+    "gamma", "gammasgn", "rgamma", "j0", "j1", "y0", "y1", "jn", "yn", "gammainc", "gammaincc", "betainc", "logsumexp",
     "softmax", "log_softmax", "ufunc_rule", "UFUNCS",
 ]
 
@@ -762,6 +762,62 @@ def y1(x):
     return _bessel_jy(x, 1, True)
 
 
+def _static_order(n, name: str) -> int:
+    if L.is_node(n):
+        raise UnsupportedOpError(f"{name}: the order must be a static integer, got a traced value")
+    arr = np.asarray(n)
+    if arr.ndim != 0 or not np.isfinite(arr) or float(arr) != int(arr):
+        raise UnsupportedOpError(f"{name}: only a scalar integer order is supported, got {n!r}")
+    return int(arr)
+
+
+def jn(n, x):
+    """Bessel function of the first kind of integer order n (scipy.special.jn / jv with an integer order).
+
+    n = 0, 1: j0, j1. |n| >= 2: the power series (x/2)**n sum_k (-x**2/4)**k / (k! (n+k)!) (A&S 9.1.10,
+    40 terms) where |x| < n + 10 ... the forward recurrence J_{k+1} = (2k/x) J_k - J_{k-1} (stable for
+    |x| >= n) from j0, j1 elsewhere; J_{-n} = (-1)**n J_n.
+    """
+    order = _static_order(n, "jn")
+    m = abs(order)
+    sign = -1.0 if (order < 0 and m % 2) else 1.0
+    if m == 0:
+        return j0(x)
+    if m == 1:
+        return sign * j1(x)
+    x = _f(x)
+    ax = _abs(x)
+    use_series = ax < float(m)
+    xs = _where(use_series, x, _c(0.5, x))
+    t = (xs * xs) * 0.25
+    coefs = [(-1.0) ** k / (math.factorial(k) * math.factorial(m + k)) for k in range(40)]
+    series = (0.5 * xs) ** m * _horner(t, coefs)
+    xr = _where(use_series, _c(float(m) + 1.0, x), x)
+    jm1, jk = j0(xr), j1(xr)
+    for k in range(1, m):
+        jm1, jk = jk, (2.0 * k) / xr * jk - jm1
+    return sign * _where(use_series, series, jk)
+
+
+def yn(n, x):
+    """Bessel function of the second kind of integer order n (scipy.special.yn), by the forward recurrence
+    Y_{k+1} = (2k/x) Y_k - Y_{k-1} from y0, y1 (stable); Y_{-n} = (-1)**n Y_n; NaN for x < 0."""
+    order = _static_order(n, "yn")
+    m = abs(order)
+    sign = -1.0 if (order < 0 and m % 2) else 1.0
+    if m == 0:
+        return y0(x)
+    x = _f(x)
+    ym1, yk = y0(x), y1(x)
+    for k in range(1, m):
+        ym1, yk = yk, (2.0 * k) / x * yk - ym1
+    return sign * yk
+
+
+def _jv(v, x):
+    return jn(_static_order(v, "jv (non-integer orders are not supported)"), x)
+
+
 # ----- reductions: logsumexp, softmax, log_softmax -----
 
 
@@ -827,7 +883,7 @@ UFUNCS: dict = {
     "gammaln": gammaln, "psi": digamma, "erf": erf, "erfc": erfc, "erfinv": erfinv, "erfcinv": erfcinv,
     "expit": expit, "logit": logit, "xlogy": xlogy, "xlog1py": xlog1py, "log_ndtr": log_ndtr, "ndtr": ndtr,
     "ndtri": ndtri, "i0": i0, "i1": i1, "i0e": i0e, "i1e": i1e, "betaln": betaln, "gamma": gamma, "beta": beta,
-    "gammasgn": gammasgn, "rgamma": rgamma, "j0": j0, "j1": j1, "y0": y0, "y1": y1,
+    "gammasgn": gammasgn, "rgamma": rgamma, "j0": j0, "j1": j1, "y0": y0, "y1": y1, "jv": _jv, "yn": yn,
     "gammainc": gammainc, "gammaincc": gammaincc, "betainc": betainc,
 }
 
