@@ -691,6 +691,8 @@ def _set_value(x: Node, idx: Any, v: Any) -> tuple[Node, np.ndarray]:
         keep = np.sort(flat_pos.size - 1 - first_rev)
         flat_v = L.bind("gather", flat_v, L.asnode(keep), axis=0)
         flat_pos = flat_pos[keep]
+    if flat_pos.size == x.size and (flat_pos == np.arange(x.size)).all():  # a[...] = v: no scatter needed
+        return L.reshape(flat_v, x.shape), flat_pos
     upd = L.bind("scatter_add", flat_v, L.asnode(flat_pos), shape=(x.size,), axis=0)
     if flat_pos.size == x.size:
         return L.reshape(upd, x.shape), flat_pos

@@ -549,3 +549,25 @@ def test_in_place_methods_sort_partition_fill_put():
         sg.trace(on_argument, M)
     with pytest.raises(sg.TracerConversionError, match="resize"):
         sg.trace(lambda m: m.copy().resize((12,)), M)
+
+
+def test_overlapping_self_updates_follow_numpy():
+    def f(x):
+        a = x.copy()
+        a[1:] = a[:-1] * 2.0  # the right side is read before the write, as NumPy buffers it
+        a[1:] += a[:-1]
+        a[...] = a[::-1] + 1.0
+        return a
+
+    _close(sg.trace(f, X).evaluate(X), _ref(f, X))
+    check_grads(f, (X,), order=2)
+
+
+def test_write_through_a_transposed_temporary_is_refused_when_the_base_is_read():
+    def f(m):
+        a = m.copy()
+        a.T[0] = 1.0  # NumPy writes column 0 of a
+        return a
+
+    with pytest.raises(sg.TracerConversionError, match="written through a view"):
+        sg.trace(f, M)
