@@ -22,9 +22,9 @@ inputs run the same formulas in float32):
 - gammaln: relative 1e-13 for x > 0 (series at 2 on [0, 2.5), Stirling after
   shifting to x >= 10 elsewhere); x < 0 by reflection, absolute 1e-12 away
   from the poles.
-- digamma: relative 1e-13 away from its positive zero x0 = 1.4616...,
-  absolute 1e-15 near it (shift to x >= 10, asymptotic series; reflection for
-  x < 0).
+- digamma: relative 1e-13 for x > 0 (shift to x >= 10, asymptotic series;
+  the Taylor series at the zero x0 = 1.4616... within 1/4 of it); x < 0 by
+  reflection, absolute 1e-13 near its zeros there.
 - polygamma(n, x), n >= 1: relative 1e-13 for x > 0 (NaN for x <= 0).
 - erfinv / ndtri: an initial approximation of the form of Giles (2012),
   "Approximating the erfinv function" (GPU Computing Gems, vol. 2),
@@ -215,7 +215,36 @@ def gammaln(x):
 _PSI_ASYM = [float(_B[2 * k] / (2 * k)) for k in range(1, 8)]
 
 
+#: The positive zero of digamma, x0 = 1.46163214496836234126... (hi + lo, two doubles).
+_PSI_ROOT = Fraction("1.46163214496836234126265954232572132846819620400644635129598840859878644035380181024307")
+_PSI_ROOT_HI = float(_PSI_ROOT)
+_PSI_ROOT_LO = float(_PSI_ROOT - Fraction(_PSI_ROOT_HI))
+
+
+def _hurwitz_at_root(s: int) -> float:
+    """zeta(s, x0) for s >= 2: sum_{k<20} (x0+k)**-s plus the Euler-Maclaurin tail at x0 + 20."""
+    x0 = _PSI_ROOT_HI
+    big = x0 + 20.0
+    head = math.fsum((x0 + k) ** -float(s) for k in range(20))
+    tail = big ** (1.0 - s) / (s - 1) + 0.5 * big ** -float(s)
+    for j in range(1, 8):
+        tail += float(_B[2 * j]) / math.factorial(2 * j) * math.prod(range(s, s + 2 * j - 1)) * big ** (-s - 2 * j + 1.0)
+    return head + tail
+
+
+#: Taylor series of digamma at its zero: psi(x0 + d) = sum_n (-1)**(n+1) zeta(n+1, x0) d**n (n = 1..24),
+#: used for |x - x0| < 1/4 so that the relative error stays small where psi(x) -> 0.
+_PSI_ROOT_TAYLOR = [0.0] + [(-1.0) ** (n + 1) * _hurwitz_at_root(n + 1) for n in range(1, 25)]
+
+
 def _digamma_pos(z):
+    near = _abs(z - _PSI_ROOT_HI) < 0.25
+    d = (_where(near, z, _c(_PSI_ROOT_HI, z)) - _PSI_ROOT_HI) - _PSI_ROOT_LO
+    root = _horner(d, _PSI_ROOT_TAYLOR)
+    return _where(near, root, _digamma_far(z))
+
+
+def _digamma_far(z):
     shift = z < 10.0
     zs = _where(shift, z, 10.0)
     acc = 1.0 / zs  # (not zs + 0.0: psi(-0.0) = +inf)
