@@ -451,9 +451,16 @@ def test_errors_are_symgraph_errors():
         (lambda v: np.sort(v, order="a"), UnsupportedOpError),
         (lambda v: np.vsplit(v[0], 2), ShapeError),
         (lambda v: np.gradient(v, np.arange(4.0), np.arange(4.0)), ShapeError),
+        (lambda v: np.repeat(v, [1, 2], axis=1), ShapeError),
+        (lambda v: np.roll(v, (1, 2, 3), axis=(0, 1)), ShapeError),
+        (lambda v: np.pad(v, ((1, 2, 3),)), ShapeError),
+        (lambda v: np.select([v > 0, v[:2] > 0], [v, v]), ShapeError),
+        (lambda v: np.take_along_axis(v, np.zeros((2, 5), int), 1), ShapeError),
     ]
     for f, err in cases:
         with pytest.raises(err):
+            sg.trace(f, x)
+        with pytest.raises(sg.SymgraphError):
             sg.trace(f, x)
 
 

@@ -39,12 +39,13 @@ Algorithms and their cost (n: the length of the axis worked on):
 from __future__ import annotations
 
 import builtins
+import functools
 from typing import Any, Sequence
 
 import numpy as _np
 
 from .. import lax as L
-from ..errors import DTypeError, ShapeError, TracerConversionError, UnsupportedOpError
+from ..errors import DTypeError, ShapeError, SymgraphError, TracerConversionError, UnsupportedOpError
 from ..ir import Node
 from ..ops.core import normalize_axes
 from .arithmetic import multiply, subtract
@@ -851,7 +852,7 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Any:
         x = reshape(a, a.shape[:ax + 1] + (1,) + a.shape[ax + 1:])
         x = L.broadcast_to(x, a.shape[:ax + 1] + (c,) + a.shape[ax + 1:])
         return reshape(x, _with_axis(a.shape, ax, n * c))
-    idx = _np.repeat(_np.arange(n, dtype=_np.int64), r)   # raises NumPy's ValueError for a wrong length
+    idx = _np.repeat(_np.arange(n, dtype=_np.int64), r)   # a wrong length: NumPy's ValueError, as ShapeError
     return _gather_const(a, idx, ax)
 
 
@@ -1236,6 +1237,25 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: Any = None, 
     y = L.where(L.binary("eq", x, c(_np.inf)), c(hi), y)
     return L.where(L.binary("eq", x, c(-_np.inf)), c(lo), y)
 
+
+def _shape_errors(fn: Any) -> Any:
+    """fn, with a ValueError of NumPy's index helpers (bad lengths, shapes that do not broadcast) raised as
+    ShapeError (itself a ValueError) naming the function."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SymgraphError:
+            raise
+        except ValueError as e:
+            raise ShapeError(f"{fn.__name__}: {e}") from None
+
+    return wrapper
+
+
+for _name in __all__:
+    globals()[_name] = _shape_errors(globals()[_name])
+del _name
 
 # ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
 
