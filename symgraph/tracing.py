@@ -658,9 +658,12 @@ def _set_value(x: Node, idx: Any, v: Any) -> tuple[Node, np.ndarray]:
         mm = L.reshape(m, m.shape + (1,) * (x.ndim - m.ndim))
         return L.where(mm, L.reshape(vv, ()), x), np.arange(x.size, dtype=np.int64)
     key = idx if isinstance(idx, tuple) else (idx,)
+    if len(key) == 1 and isinstance(key[0], Node):
+        return _traced_index_write(x, key[0], v), np.arange(x.size, dtype=np.int64)
     if any(isinstance(i, Node) for i in key):
-        raise UnsupportedOpError("a[idx] = v with a traced integer index is not supported (the written positions "
-                                 "must be known when tracing); use concrete indices, or np.where over a mask")
+        raise UnsupportedOpError("a[idx] = v with a traced integer index among several indices is not supported "
+                                 "(only a[i] = v with one traced index along the first axis); use concrete "
+                                 "indices, or np.where over a mask")
     pos = _write_positions(x, idx)
     if isinstance(v, (list, tuple)) and any(isinstance(t, Node) for t in tree_flatten(v)[0]):
         v = snp.asarray(v)  # a list of traced values, built into one array
@@ -699,6 +702,47 @@ def _set_value(x: Node, idx: Any, v: Any) -> tuple[Node, np.ndarray]:
     mask = np.zeros(x.size, bool)
     mask[flat_pos] = True
     return L.where(mask.reshape(x.shape), L.reshape(upd, x.shape), x), flat_pos
+
+
+def _traced_index_write(x: Node, i: Node, v: Any) -> Node:
+    """x with rows i (a traced integer index along axis 0) replaced by v: a select over the rows.
+
+    A 0-d i writes v (broadcast to a row) into row i; an i of several indices writes one value v (broadcast
+    to a row) into each of them. Negative indices count from the end; out-of-range ones write nothing
+    (traced indices cannot raise; reads clamp, see getitem).
+    """
+    if i.dtype.kind not in "iu":
+        raise DTypeError(f"a[i] = v: index of dtype {i.dtype}; indices must be integers")
+    if x.ndim == 0:
+        raise ShapeError("a[i] = v: too many indices for a 0-d array")
+    n = x.shape[0]
+    row = x.shape[1:]
+    ii = L.cast(i, np.int64)
+    ii = L.where(L.binary("lt", ii, 0), ii + n, ii)
+    vv = L.cast(L.asnode(snp.asarray(v) if isinstance(v, (list, tuple)) else v), x.dtype)
+    vshape = tuple(vv.shape)
+    while len(vshape) > len(row) and vshape[0] == 1:
+        vshape = vshape[1:]
+    try:
+        ok = np.broadcast_shapes(vshape, row) == row
+    except ValueError:
+        ok = False
+    if not ok:
+        if i.ndim:
+            raise UnsupportedOpError(f"a[idx] = v with a traced index array of shape {i.shape} takes one value "
+                                     f"for every selected row (v broadcast to shape {row}); got v of shape "
+                                     f"{tuple(vv.shape)}. Use concrete indices for one value per index")
+        raise ShapeError(f"a[i] = v: could not broadcast v of shape {tuple(vv.shape)} into a row of shape {row}")
+    rows = L.asnode(np.arange(n, dtype=np.int64))
+    if i.ndim == 0:
+        mask = L.binary("eq", rows, ii)
+    else:
+        flat = L.reshape(ii, (1, i.size))
+        hits = L.cast(L.binary("eq", L.reshape(rows, (n, 1)), flat), np.int64)
+        mask = L.binary("gt", snp.sum(hits, axis=1), 0)
+    mask = L.reshape(mask, (n,) + (1,) * len(row))
+    vb = L.reshape(L.broadcast_to(L.reshape(vv, vshape), row), (1,) + row)
+    return L.where(mask, vb, x)
 
 
 def _setitem(self: Node, idx: Any, value: Any) -> None:

@@ -371,14 +371,58 @@ def test_plain_float_of_a_tracer_keeps_its_message():
         sg.trace(lambda x: float(x[0]), X)
 
 
-def test_traced_integer_index_and_traced_mask_with_many_values_are_refused():
-    def f(x):
+def test_traced_integer_index_along_the_first_axis():
+    def onehot_loss(p, label):
+        y = np.zeros_like(p)
+        y[label] = 1.0  # label is a traced integer argument
+        return -np.sum(y * np.log(p))
+
+    p = np.array([0.2, 0.5, 0.3])
+    for label in range(3):
+        np.testing.assert_allclose(sg.compile(onehot_loss)(p, label), -np.log(p[label]))
+        g = sg.grad(onehot_loss)(p, label)
+        np.testing.assert_allclose(g, np.where(np.arange(3) == label, -1.0 / p, 0.0))
+
+    def rows(m, i):
+        a = m.copy()
+        a[i] += m[0] * 2.0
+        a[i - 1] = 7.0
+        a[np.argmax(m[:, 0])] *= 0.5
+        return a
+
+    for i in range(3):
+        want = rows(M.copy(), i)
+        _close(sg.trace(rows, M, i).evaluate(M, i), want)
+        _close(sg.compile(rows)(M, i), want)
+        check_grads(lambda m: rows(m, i), (M,), order=2)
+    got = sg.vmap(rows)(np.stack([M, 2 * M]), np.array([0, 2]))
+    _close(got, np.stack([rows(M.copy(), 0), rows(2 * M, 2)]))
+
+    def many(x, idx):
         a = x.copy()
-        a[np.argmax(x)] = 0.0
+        a[idx] = -1.0  # one value for every traced index
+        return a
+
+    idx = np.array([1, 3, 1])
+    _close(sg.trace(many, X, idx).evaluate(X, idx), many(X.copy(), idx))
+
+
+def test_traced_index_with_many_values_and_traced_mask_with_many_values_are_refused():
+    def f(x, idx):
+        a = x.copy()
+        a[idx] = x[:2]
+        return a
+
+    with pytest.raises(sg.UnsupportedOpError, match="one value"):
+        sg.trace(f, X, np.array([0, 1]))
+
+    def two(m, i):
+        a = m.copy()
+        a[i, 0] = 1.0
         return a
 
     with pytest.raises(sg.UnsupportedOpError, match="traced integer index"):
-        sg.trace(f, X)
+        sg.trace(two, M, 1)
 
     def g(x):
         a = x.copy()
