@@ -34,8 +34,8 @@ from . import lax as L
 from . import numpy as snp
 from .errors import (DTypeError, ShapeError, SymgraphError, TracerConversionError, UnsupportedOpError, _is_internal,
                      user_location)
-from .ir import Builder, Graph, Node, NodeMeta, collector_paused, current_builder, current_role, install_array_api, meta, \
-    tracing_active
+from .ir import (Builder, Graph, Node, NodeMeta, collector_paused, current_builder, current_role, install_array_api,
+                 meta, tracing_active)
 from .ir import _ids as _ir_ids, _new_node
 from .lax import as_output
 from .ops import OPS
@@ -370,9 +370,13 @@ _STATIC_FIX = ("Shapes, loop counts and Python indices must be concrete: pass th
 #      keep the old value;
 #   3. `a` itself becomes `copy(new)` with a unique ("fresh", ...) tag (simplify removes such copies),
 #      so later reads through the object (and every alias `b = a`) see the new value.
-# Only nodes of the running trace's builder are rebound (`_owned`): never nodes of a finished trace,
-# of an enclosing trace (closed over) or of a pass. Views are copies in the graph; a view or base that
-# NumPy would show changed is marked stale (`_STALE`) and refuses later reads with a clear error.
+# Only nodes of the running trace's builder are rebound (`_owned`): never nodes of a finished trace or
+# of another builder (passes build outside traces), and never arguments (`_is_argument`: inputs and
+# the fresh variables of transformations, which those hold on to). Transformations inside a trace build
+# inline in its builder, so a closed-over array written inside an inner `grad` is rebound as NumPy would
+# write it. The readers to re-point come from an incremental index of the intern table (`_Readers`).
+# Views are copies in the graph; a view or base that NumPy would show changed is marked stale
+# (`_STALE`) and refuses the user's later reads with a clear error.
 
 _write_tags = iter(range(1 << 62))
 
@@ -1061,7 +1065,7 @@ def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: An
     if ufunc is not getattr(np, ufunc.__name__, None):  # not NumPy's ufunc: scipy.special's, by identity
         from .scipy.special import ufunc_rule
 
-        fn = ufunc_rule(ufunc)
+        fn = ufunc_rule(ufunc) or fn  # a SciPy ufunc sharing a NumPy name (expm1, log1p, exp2) is NumPy's
         if fn is None:
             raise UnsupportedOpError(f"{type(ufunc).__name__} {ufunc.__name__} (not a NumPy ufunc) has no rule "
                                      f"in symgraph; see symgraph.scipy.special")
