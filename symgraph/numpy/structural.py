@@ -27,8 +27,9 @@ Algorithms and their cost (n: the length of the axis worked on):
   of two: O(n log^2 n) work in log2(N)(log2(N)+1)/2 elementwise stages.
   Measured with the LLVM backend (2 cores): sorting 1 x 4096 takes 0.2 ms
   (NumPy 0.02 ms), 1 x 65536 5-7 ms (NumPy 0.35 ms) and compiles in 1.2 s
-  (5.6k nodes); 1000 x 1000 along either axis 65-75 ms (NumPy 4-6 ms): each
-  stage writes the keys and indices once, so long rows are memory bound. The derivative of sort goes through the gather (a scatter
+  (5.6k nodes); 1000 x 1000 along either axis 50-60 ms (NumPy 4-6 ms): each
+  stage writes the keys and the (int32) indices once, so long rows are
+  memory bound. The derivative of sort goes through the gather (a scatter
   back), O(n); argsort's value is int64 and has no derivative. At ties the
   derivative follows the stable order (the first tied input gets the first
   output's cotangent). partition returns the fully sorted array, which
@@ -326,7 +327,7 @@ def _pair_before(ak: Any, ai: Any, bk: Any, bi: Any, n: int, padded: bool) -> An
         eq = L.binary("logical_or", eq, L.binary("logical_and", na, nb))
     out = L.binary("logical_or", less, L.binary("logical_and", eq, L.binary("lt", ai, bi)))
     if padded:
-        lim = L.constant(_np.int64(n))
+        lim = L.constant(_np.asarray(n, ai.dtype))
         pa, pb = L.binary("ge", ai, lim), L.binary("ge", bi, lim)
         out = L.where(L.binary("eq", pa, pb), out, pb)   # exactly one is padding: it sorts last
     return out
@@ -350,7 +351,8 @@ def _argsort_bitonic(x: Node) -> Node:
     big = 1 << (n - 1).bit_length()
     if big != n:
         keys = L.bind("concatenate", keys, _full((big - n,) + rest, 0, x.dtype), axis=0)
-    idx = L.broadcast_to(L.constant(_np.arange(big, dtype=_np.int64).reshape((big,) + ones)), (big,) + rest)
+    itype = _np.int32 if big < 2 ** 31 else _np.int64   # narrower indices: less memory per stage
+    idx = L.broadcast_to(L.constant(_np.arange(big, dtype=itype).reshape((big,) + ones)), (big,) + rest)
     k = 2
     while k <= big:
         j = k // 2
@@ -373,7 +375,7 @@ def _argsort_bitonic(x: Node) -> Node:
         k *= 2
     if big != n:
         idx = _take_slice(idx, 0, 0, n)
-    return moveaxis(idx, 0, -1)
+    return moveaxis(L.cast(idx, _np.int64), 0, -1)
 
 
 def _argsort_rank(x: Node) -> Node:
