@@ -574,3 +574,10 @@ def test_bessel_integer_orders():
     np.testing.assert_allclose(_d(lambda t: sp.jn(3, t))(v), (ss.jn(2, v) - ss.jn(4, v)) / 2, rtol=1e-12)
     with pytest.raises(sg.UnsupportedOpError):
         sg.grad(lambda t: ss.jv(0.5, t))(2.0)
+
+
+def test_scipy_ufuncs_with_numpy_names_trace_as_numpy():
+    """scipy.special.expm1 / log1p / exp2 are SciPy's own ufunc objects with NumPy's names and semantics."""
+    f = lambda x: np.sum(ss.expm1(x) + ss.log1p(x) + ss.exp2(x))
+    x = np.array([0.1, 0.5, 2.0])
+    np.testing.assert_allclose(sg.grad(f)(x), np.exp(x) + 1 / (1 + x) + np.log(2) * 2 ** x, rtol=1e-14)
