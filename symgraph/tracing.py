@@ -441,6 +441,41 @@ def _owned(b: Builder, a: Node) -> bool:
     return b._table.get(Builder.key(a)) is a
 
 
+def _own_copy(a: Node) -> bool:
+    """Whether `a` is an array of its own: a copy made for the user, or an array written before."""
+    t = a.tag
+    return a.op.name == "copy" and type(t) is tuple and len(t) == 2 and type(t[1]) is tuple and t[1][:1] == (
+        "inplace",)
+
+
+def _track_shared(fn: Callable) -> Callable:
+    """Wrap an array-interface member: record results that existed before the call (`_shared`).
+
+    Interning makes `np.sin(x)` computed twice one node, and some operations return their operand
+    itself (`+x`, `x + 0`); NumPy would give distinct arrays. A write into such a value would show in
+    both names, so `_setitem` refuses it (and `a += v` rebinds the name only).
+    """
+    def tracked(self: Node, *a: Any, **k: Any) -> Any:
+        start = next(_ir_ids)
+        r = fn(self, *a, **k)
+        if type(r) is Node and r.id < start:
+            b = current_builder()
+            sh = b.__dict__.get("inplace_shared")
+            if sh is None:
+                sh = b.__dict__["inplace_shared"] = set()
+            sh.add(r)
+        return r
+
+    tracked.__name__ = getattr(fn, "__name__", "member")
+    return tracked
+
+
+def _shared(b: Builder, a: Node) -> bool:
+    """Whether the user's code was handed `a` by more than one computation (see `_track_shared`)."""
+    sh = b.__dict__.get("inplace_shared")
+    return sh is not None and a in sh and not _own_copy(a)
+
+
 def _view_parent(n: Node) -> Node | None:
     """The node that n is a NumPy view of (slice, reshape, transpose, broadcast), or None.
 
@@ -630,6 +665,7 @@ def _clear_marks(a: Node, value: Any, positions: np.ndarray) -> None:
 def _end_trace(b: Builder) -> None:
     """Forget the stale marks and the reader index of a trace that ended."""
     _READERS.pop(id(b._table), None)
+    b.__dict__.pop("inplace_shared", None)
     for n in b.__dict__.pop("inplace_marks", ()):
         _STALE.pop(n, None)
 
@@ -768,9 +804,18 @@ def _setitem(self: Node, idx: Any, value: Any) -> None:
         if not any(isinstance(i, Node) for i in key):
             _clear_marks(self, value, _write_positions(self, idx))
     _check_stale(self, value, idx)
+    if _shared(b, self):
+        raise TracerConversionError(
+            f"a[idx] = v into a traced array (shape {self.shape}, op {self.op.name}) that is also the result of "
+            f"another computation: symgraph shares equal values (np.sin(x) computed twice is one array) and "
+            f"some operations return their operand (+a, a + 0), where NumPy makes distinct arrays, so the write "
+            f"would show under both names. Make the array its own before writing: a = a.copy() (or compute "
+            f"it once).")
     new, written = _set_value(self, idx, value)
     _commit(self, new, written)
 
+
+_INPLACE_METHODS = ("sort", "fill", "put", "resize", "itemset", "partition", "setfield")
 
 _INPLACE = {"iadd": ("add", "+"), "isub": ("subtract", "-"), "imul": ("multiply", "*"),
             "itruediv": ("divide", "/"), "ifloordiv": ("floor_divide", "//"), "imod": ("remainder", "%"),
@@ -795,8 +840,8 @@ def _inplace_binop(py: str) -> Callable:
                                  f"{self.dtype} with casting rule 'same_kind' (as NumPy); write a = a {sym} v")
             r = L.cast(r, self.dtype)
         b = current_builder()
-        if not _owned(b, self) or _is_argument(self):  # rebind the name only (the caller's array is a value)
-            return r
+        if not _owned(b, self) or _is_argument(self) or _shared(b, self):
+            return r  # rebind the name only (an argument, or an array other computations also returned)
         _commit(self, r, np.arange(self.size, dtype=np.int64))
         return self
 
@@ -817,6 +862,11 @@ def _check_writable(self: Node, what: str) -> None:
             f"{what} on an argument of the traced function (shape {self.shape}) modifies it in place: NumPy "
             f"would write into the caller's array, which a traced function cannot do (its arguments are "
             f"values). Write x = x.copy() first and return x, or use the functional form.")
+    if _shared(current_builder(), self):
+        raise TracerConversionError(
+            f"{what} on a traced array (shape {self.shape}) that is also the result of another computation "
+            f"(symgraph shares equal values), so the write would show under both names; write x = x.copy() "
+            f"first.")
 
 
 def _inplace_method(name: str) -> Callable:
@@ -1053,12 +1103,18 @@ def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: An
         if red is None:
             raise UnsupportedOpError(f"np.{ufunc.__name__}.reduce has no rule")
         return getattr(snp, red)(*inputs, **kwargs)
-    if method == "at":  # np.add.at(a, i, b) writes into a and returns None: the functional forms return the result
+    if method == "at":  # np.add.at(a, i, b) writes into a and returns None: an in-place update of a traced a
         name = ufunc.__name__
-        fix = (f"a = symgraph.numpy.{name}_at(a, indices, b), which returns the new array"
-               if hasattr(snp, f"{name}_at") else "symgraph.numpy.add_at / maximum_at or x.at[idx], which return it")
-        raise UnsupportedOpError(f"np.{name}.at writes into its first argument in place, which tracing does not "
-                                 f"support (traced values are immutable); use {fix}")
+        functional = getattr(snp, f"{name}_at", None)
+        if functional is not None and inputs and isinstance(inputs[0], Node):
+            _check_writable(inputs[0], f"np.{name}.at")
+            inputs[0][...] = functional(*inputs)  # the functional scatter, written back (see _setitem)
+            return None
+        fix = (f"write into a traced array (a = np.zeros_like(x)), or use a = symgraph.numpy.{name}_at(a, indices, "
+               f"b), which returns the new array" if functional is not None
+               else "symgraph.numpy.add_at / maximum_at or x.at[idx], which return it")
+        raise UnsupportedOpError(f"np.{name}.at writes into its first argument in place, which tracing supports "
+                                 f"for traced arrays of np.add.at and np.maximum.at only; {fix}")
     if method != "__call__":
         raise UnsupportedOpError(f"np.{ufunc.__name__}.{method} has no rule")
     fn = snp.UFUNCS.get(ufunc.__name__)
@@ -1337,7 +1393,7 @@ def _array_interface() -> dict[str, Callable]:
               "ravel", "flatten", "swapaxes", "argpartition", "argsort", "cumprod", "cumsum", "diagonal", "repeat",
               "trace"):
         api[m] = _method(m)
-    for m in ("sort", "fill", "put", "resize", "itemset", "partition", "setfield"):
+    for m in _INPLACE_METHODS:
         api[m] = _inplace_method(m)
     for py in _INPLACE:
         api[f"__{py}__"] = _inplace_binop(py)
@@ -1348,6 +1404,11 @@ def _array_interface() -> dict[str, Callable]:
         api[m] = _no_rule_method(m)
     for m in ("base", "ctypes", "data", "flags", "flat", "strides", "device"):
         api[m] = _memory_attribute(m)
+    no_track = {"__setitem__", "__bool__", "__float__", "__int__", "__complex__", "__index__", "__array__", "__len__",
+                "__iter__", "item", "tolist", "copy", "at", "itemsize"} | {f"__{py}__" for py in _INPLACE}
+    for name, fn in list(api.items()):
+        if name not in no_track and name not in _INPLACE_METHODS:
+            api[name] = _track_shared(fn)
     return api
 
 

@@ -615,3 +615,48 @@ def test_write_through_a_transposed_temporary_is_refused_when_the_base_is_read()
 
     with pytest.raises(sg.TracerConversionError, match="written through a view"):
         sg.trace(f, M)
+
+
+def test_a_value_computed_twice_is_not_written_under_both_names():
+    def twice(x):
+        y = np.sin(x)
+        z = np.sin(x)  # the same interned value as y
+        y[0] = 0.0
+        return y, z
+
+    with pytest.raises(sg.TracerConversionError, match="shares equal values"):
+        sg.trace(twice, X)
+
+    def pos(x):
+        a = x * 2.0
+        b = +a  # NumPy: a copy
+        a[0] = 0.0
+        return a, b
+
+    with pytest.raises(sg.TracerConversionError, match=r"a = a\.copy\(\)"):
+        sg.trace(pos, X)
+
+    def fixed(x):
+        y = np.sin(x).copy()
+        z = np.sin(x)
+        y[0] = 0.0
+        y += 1.0
+        return y, z
+
+    _close(sg.trace(fixed, X).evaluate(X), _ref(fixed, X))
+
+    def aug(x):
+        y = np.sin(x)
+        z = np.sin(x)
+        y += 1.0  # rebinds the name y only: z keeps sin(x), as in NumPy
+        return y, z
+
+    _close(sg.trace(aug, X).evaluate(X), _ref(aug, X))
+
+    def after(x):
+        y = np.sin(x)
+        y[0] = 0.0
+        z = np.sin(x)  # computed after the write: a new value
+        return y, z
+
+    _close(sg.trace(after, X).evaluate(X), _ref(after, X))
