@@ -581,3 +581,31 @@ def test_scipy_ufuncs_with_numpy_names_trace_as_numpy():
     f = lambda x: np.sum(ss.expm1(x) + ss.log1p(x) + ss.exp2(x))
     x = np.array([0.1, 0.5, 2.0])
     np.testing.assert_allclose(sg.grad(f)(x), np.exp(x) + 1 / (1 + x) + np.log(2) * 2 ** x, rtol=1e-14)
+
+
+def test_log_expit_entr_rel_entr_kl_div():
+    x = np.array([-800.0, -30.0, -1.0, 0.0, 2.0, 40.0, 800.0, np.inf, -np.inf, np.nan])
+    np.testing.assert_allclose(sp.log_expit(x), ss.log_expit(x), rtol=1e-15)
+    v = np.array([-1.0, 0.0, 0.3, 2.0, np.inf, np.nan])
+    np.testing.assert_array_equal(_quiet(sp.entr, v), ss.entr(v))
+    a = np.array([0.0, 0.0, 0.0, 0.5, 2.0, -1.0, 1.0, np.nan, 0.0])
+    b = np.array([0.0, 1.5, -1.0, 0.25, 3.0, 1.0, 0.0, 1.0, np.nan])
+    for name in ("rel_entr", "kl_div"):
+        ref = getattr(ss, name)(a, b)
+        out = _quiet(getattr(sp, name), a, b)
+        np.testing.assert_allclose(out, ref, rtol=1e-15)
+        np.testing.assert_allclose(_quiet(sg.compile(getattr(sp, name)), a, b), ref, rtol=1e-15)
+    p, q = np.array([0.2, 0.5, 0.3]), np.array([0.1, 0.6, 0.3])
+    f = lambda p, q: np.sum(ss.rel_entr(p, q) + ss.kl_div(p, q) + ss.entr(p) + ss.log_expit(p - q))
+    np.testing.assert_allclose(sg.compile(f)(p, q), f(p, q), rtol=1e-14)
+    sg.check_grads(f, (p, q), order=2, rtol=1e-5, atol=1e-7)
+
+
+def test_smooth_at_zero():
+    """log_expit, logistic's logpdf/logcdf are smooth through 0: their derivatives there are exact."""
+    np.testing.assert_allclose(sg.grad(sp.log_expit)(0.0), 0.5)
+    np.testing.assert_allclose(sg.grad(sg.grad(sp.log_expit))(0.0), -0.25)
+    np.testing.assert_allclose(sg.grad(sgst.logistic.logcdf)(0.0), 0.5)
+    np.testing.assert_allclose(sg.grad(sg.grad(sgst.logistic.logpdf))(0.0), -0.5)
+    z = np.array([0.0, 0.1, -0.1])
+    sg.check_grads(lambda z: sgst.logistic.logpdf(z, 0.0, 1.3), (z,), order=2)

@@ -57,7 +57,8 @@ from ..errors import DTypeError, UnsupportedOpError
 
 __all__ = [
     "gammaln", "digamma", "psi", "polygamma", "multigammaln", "erf", "erfc", "erfinv", "erfcinv", "expit",
-    "logit", "xlogy", "xlog1py", "log_ndtr", "ndtr", "ndtri", "i0", "i1", "i0e", "i1e", "betaln", "beta",
+    "logit", "log_expit", "entr", "rel_entr", "kl_div", "xlogy", "xlog1py", "log_ndtr", "ndtr", "ndtri", "i0",
+    "i1", "i0e", "i1e", "betaln", "beta",
     "gamma", "gammasgn", "rgamma", "j0", "j1", "y0", "y1", "jn", "yn", "gammainc", "gammaincc", "betainc", "logsumexp",
     "softmax", "log_softmax", "ufunc_rule", "UFUNCS",
 ]
@@ -228,7 +229,8 @@ def _hurwitz_at_root(s: int) -> float:
     head = math.fsum((x0 + k) ** -float(s) for k in range(20))
     tail = big ** (1.0 - s) / (s - 1) + 0.5 * big ** -float(s)
     for j in range(1, 8):
-        tail += float(_B[2 * j]) / math.factorial(2 * j) * math.prod(range(s, s + 2 * j - 1)) * big ** (-s - 2 * j + 1.0)
+        rising = math.prod(range(s, s + 2 * j - 1))
+        tail += float(_B[2 * j]) / math.factorial(2 * j) * rising * big ** (-s - 2 * j + 1.0)
     return head + tail
 
 
@@ -638,6 +640,45 @@ def xlog1py(x, y):
     return _xlog(x, y, _log1p, lambda y: (y > -1.0) & (y < np.inf))
 
 
+def log_expit(x):
+    """log(expit(x)) = -log1p(exp(-x)), stable for both signs (scipy.special.log_expit)."""
+    x = _f(x)
+    pos = x >= 0.0  # branches smooth through 0 (a max/abs form would give the derivative 0 there)
+    xp = _where(pos, x, _c(0.0, x))
+    xn = _where(pos, _c(0.0, x), x)
+    return _where(pos, -_log1p(_exp(-xp)), xn - _log1p(_exp(xn)))
+
+
+def entr(x):
+    """-x log x for x > 0, 0 at 0, -inf for x < 0 (scipy.special.entr)."""
+    x = _f(x)
+    pos = x > 0.0
+    xs = _where(pos, x, _c(1.0, x))
+    return _where(pos, -xs * _log(xs), _where(x == 0.0, _c(0.0, x), _where(x < 0.0, _c(-np.inf, x), x)))
+
+
+def _entropy_terms(x, y, kl: bool):
+    x, y = _promote("rel_entr", x, y)
+    both = (x > 0.0) & (y > 0.0)
+    xs, ys = _where(both, x, _c(1.0, x)), _where(both, y, _c(1.0, y))
+    val = xs * _log(xs / ys)
+    if kl:
+        val = val - xs + ys
+    edge = (x == 0.0) & (y >= 0.0)
+    other = _where(snp.isnan(x) | snp.isnan(y), _c(np.nan, x), _c(np.inf, x))
+    return _where(both, val, _where(edge, (y if kl else _c(0.0, x)) + 0.0 * x, other))
+
+
+def rel_entr(x, y):
+    """x log(x/y) for x, y > 0; 0 for x = 0 <= y; inf otherwise (scipy.special.rel_entr)."""
+    return _entropy_terms(x, y, False)
+
+
+def kl_div(x, y):
+    """x log(x/y) - x + y for x, y > 0; y for x = 0 <= y; inf otherwise (scipy.special.kl_div)."""
+    return _entropy_terms(x, y, True)
+
+
 # ----- modified Bessel functions of orders 0 and 1 -----
 
 _BESSEL_T = 20.0
@@ -912,6 +953,7 @@ UFUNCS: dict = {
     "gammaln": gammaln, "psi": digamma, "erf": erf, "erfc": erfc, "erfinv": erfinv, "erfcinv": erfcinv,
     "expit": expit, "logit": logit, "xlogy": xlogy, "xlog1py": xlog1py, "log_ndtr": log_ndtr, "ndtr": ndtr,
     "ndtri": ndtri, "i0": i0, "i1": i1, "i0e": i0e, "i1e": i1e, "betaln": betaln, "gamma": gamma, "beta": beta,
+    "log_expit": log_expit, "entr": entr, "rel_entr": rel_entr, "kl_div": kl_div,
     "gammasgn": gammasgn, "rgamma": rgamma, "j0": j0, "j1": j1, "y0": y0, "y1": y1, "jv": _jv, "yn": yn,
     "gammainc": gammainc, "gammaincc": gammaincc, "betainc": betainc,
 }

@@ -97,15 +97,15 @@ norm = _Namespace("norm", logpdf=_norm_logpdf, pdf=lambda x, loc=0.0, scale=1.0:
 
 
 def _softplus(x):
-    # log(1 + e**x) = max(x, 0) + log1p(e**-|x|)
-    return snp.maximum(x, 0.0 * x) + sp._log1p(sp._exp(-sp._abs(x)))
+    # log(1 + e**x) = -log_expit(-x), by branches that are smooth through 0
+    return -sp.log_expit(-x)
 
 
 def _logistic_logpdf(x, loc=0.0, scale=1.0):
     x, loc, scale = _promote(x, loc, scale)
     z = (x - loc) / scale
-    az = sp._abs(z)
-    return -az - 2.0 * sp._log1p(sp._exp(-az)) - sp._log(scale)
+    # log(e**-z / (1 + e**-z)**2) = log expit(z) + log expit(-z)
+    return sp.log_expit(z) + sp.log_expit(-z) - sp._log(scale)
 
 
 def _logistic_cdf(x, loc=0.0, scale=1.0):
