@@ -609,3 +609,10 @@ def test_smooth_at_zero():
     np.testing.assert_allclose(sg.grad(sg.grad(sgst.logistic.logpdf))(0.0), -0.5)
     z = np.array([0.0, 0.1, -0.1])
     sg.check_grads(lambda z: sgst.logistic.logpdf(z, 0.0, 1.3), (z,), order=2)
+
+
+def test_betaln_gradient_at_equal_arguments():
+    for v in (0.7, 3.0, 25.0):
+        ga, gb = sg.grad(sp.betaln, argnums=(0, 1))(v, v)
+        want = ss.digamma(v) - ss.digamma(2 * v)
+        np.testing.assert_allclose([ga, gb], [want, want], rtol=1e-12)

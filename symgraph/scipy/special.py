@@ -387,8 +387,9 @@ def betaln(a, b):
     cancel for large b; otherwise the three gammaln directly.
     """
     a, b = _promote("betaln", a, b)
-    lo = snp.minimum(a, b)
-    hi = snp.maximum(a, b)
+    order = a <= b  # (a where, not minimum/maximum: at a == b each argument keeps its own derivative)
+    lo = _where(order, a, b)
+    hi = _where(order, b, a)
     big = (hi >= 10.0) & (lo > 0.0)
     direct = gammaln(_where(big, 1.0, lo)) + gammaln(_where(big, 1.0, hi)) - gammaln(_where(big, 2.0, lo + hi))
     la = _where(big, lo, 1.0)
