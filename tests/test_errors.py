@@ -340,8 +340,8 @@ def f_arctan(x):
     return np.arctan(x)  # @arctan
 
 
-def f_ufunc_at(x):
-    np.add.at(x, [0], 1.0)  # @ufuncat
+def f_ufunc_at(x):  # np.add.at / np.maximum.at write into traced arrays since issue 17; multiply.at has no rule
+    np.multiply.at(x, [0], 2.0)  # @ufuncat
     return x
 
 
@@ -480,7 +480,7 @@ INSIDE = [
     (f_sortfn, U, "sortfn", ["np.unique"]),
     (f_inv, U, "inv", ["linalg.inv"]),
     (f_arctan, U, "arctan", ["np.arctan"]),
-    (f_ufunc_at, U, "ufuncat", ["np.add.at"]),
+    (f_ufunc_at, U, "ufuncat", ["np.multiply.at"]),
     (f_accumulate, U, "accumulate", ["np.add.accumulate"]),
     (f_norm1, U, "norm1", ["norm", "ord='nuc'"]),
     (f_reshape_f, U, "reshapeF", ["order='F'"]),

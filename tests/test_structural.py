@@ -507,11 +507,24 @@ def test_numpy_keyword_spellings_trace():
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)  # cumsum: rounding of the doubling scan
 
 
-def test_ufunc_at_on_a_traced_array_names_the_functional_form():
-    a = np.zeros(4)
-    with pytest.raises(UnsupportedOpError, match=r"symgraph\.numpy\.add_at\(a, indices, b\)"):
+def test_ufunc_at_writes_into_traced_arrays_and_names_the_fix_elsewhere():
+    a = np.array([1.0, -2.0, 3.0, 0.5])
+    i = np.array([0, 2, 0, -1, 2])
+    b = np.array([1.0, 5.0, 2.0, -3.0, 0.25])
+    for uf in (np.add, np.maximum):
+        def f(x, y, uf=uf):
+            out = x.copy()
+            assert uf.at(out, i, y) is None
+            return out
+
+        want = a.copy()
+        uf.at(want, i, b)
+        np.testing.assert_array_equal(sg.trace(f, a, b).evaluate(a, b), want)
+        np.testing.assert_array_equal(sg.compile(f)(a, b), want)
+        sg.check_grads(lambda x, y, f=f: np.sum(np.sin(f(x, y))), (a, b), order=2)
+    with pytest.raises(TracerConversionError, match=r"np\.add\.at.*argument"):
         sg.trace(lambda v: np.add.at(v, [0, 1], 1.0), a)
-    with pytest.raises(UnsupportedOpError, match=r"symgraph\.numpy\.maximum_at"):
-        sg.trace(lambda v: np.maximum.at(v, [0, 1], 1.0), a)
+    with pytest.raises(UnsupportedOpError, match=r"symgraph\.numpy\.add_at\(a, indices"):
+        sg.trace(lambda v: np.add.at(np.zeros(4), [0, 1], v), 1.0)
     with pytest.raises(UnsupportedOpError, match=r"np\.multiply\.at"):
-        sg.trace(lambda v: np.multiply.at(v, [0, 1], 2.0), a)
+        sg.trace(lambda v: np.multiply.at(v.copy(), [0, 1], 2.0), a)
