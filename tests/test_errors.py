@@ -336,8 +336,8 @@ def f_inv(x):
     return np.linalg.inv(x[:, :2])  # @inv
 
 
-def f_arctan(x):
-    return np.arctan(x)  # @arctan
+def f_nextafter(x):  # a ufunc without a rule (np.arctan, the example before issue 17, has one now)
+    return np.nextafter(x, 1.0)  # @nextafter
 
 
 def f_ufunc_at(x):  # np.add.at / np.maximum.at write into traced arrays since issue 17; multiply.at has no rule
@@ -479,7 +479,7 @@ INSIDE = [
     (f_cumsum, U, "cumsum", ["np.histogram"]),
     (f_sortfn, U, "sortfn", ["np.unique"]),
     (f_inv, U, "inv", ["linalg.inv"]),
-    (f_arctan, U, "arctan", ["np.arctan"]),
+    (f_nextafter, U, "nextafter", ["np.nextafter"]),
     (f_ufunc_at, U, "ufuncat", ["np.multiply.at"]),
     (f_accumulate, U, "accumulate", ["np.add.accumulate"]),
     (f_norm1, U, "norm1", ["norm", "ord='nuc'"]),
