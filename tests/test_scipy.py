@@ -616,3 +616,13 @@ def test_betaln_gradient_at_equal_arguments():
         ga, gb = sg.grad(sp.betaln, argnums=(0, 1))(v, v)
         want = ss.digamma(v) - ss.digamma(2 * v)
         np.testing.assert_allclose([ga, gb], [want, want], rtol=1e-12)
+
+
+def test_erfcx():
+    x = np.concatenate([np.linspace(-26, 60, 2001), 10.0 ** RNG.uniform(1, 300, 100), [-30.0, np.inf, -np.inf, np.nan]])
+    ref = ss.erfcx(x)
+    for out in (_quiet(sp.erfcx, x), _quiet(sg.compile(sp.erfcx), x)):
+        assert _rel_err(out, ref) < 1e-13  # exp(x**2) with x**2 rounded: about x**2 eps below 25
+    v = np.array([-2.0, 0.5, 3.0, 30.0])
+    np.testing.assert_allclose(_d(lambda t: ss.erfcx(t))(v), 2 * v * ss.erfcx(v) - 2 / np.sqrt(np.pi), rtol=1e-12)
+    sg.check_grads(sp.erfcx, (v,), order=2, rtol=1e-5, atol=1e-7)
