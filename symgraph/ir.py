@@ -273,12 +273,13 @@ ARRAY_METHODS = (
     + ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__")
     # ndarray methods that trace
     + ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "take", "var", "std", "clip", "transpose",
-       "squeeze", "ravel", "flatten", "swapaxes", "reshape", "astype", "dot", "copy", "conj", "conjugate")
-    # ndarray methods that raise, naming themselves: concrete values, in-place updates, no rule yet
-    + ("item", "tolist", "sort", "fill", "put", "resize", "itemset", "partition", "setfield", "all", "any",
-       "argpartition", "argsort", "byteswap", "choose", "compress", "cumprod", "cumsum", "diagonal", "getfield",
-       "nonzero", "repeat", "round", "searchsorted", "trace", "view", "dump", "dumps", "tofile", "tobytes",
-       "to_device", "setflags")
+       "squeeze", "ravel", "flatten", "swapaxes", "reshape", "astype", "dot", "copy", "conj", "conjugate",
+       "all", "any", "round", "argpartition", "argsort", "cumprod", "cumsum", "diagonal", "repeat", "trace")
+    # in-place ndarray methods: they rebind a traced array of the running trace, as a[idx] = v does
+    + ("sort", "fill", "put", "partition")
+    # ndarray methods that raise, naming themselves: concrete values, in-place updates we refuse, no rule yet
+    + ("item", "tolist", "resize", "itemset", "setfield", "byteswap", "choose", "compress", "getfield",
+       "nonzero", "searchsorted", "view", "dump", "dumps", "tofile", "tobytes", "to_device", "setflags")
 )
 #: Node members that are properties (the memory attributes raise, naming themselves).
 ARRAY_PROPERTIES = ("T", "mT", "real", "imag", "itemsize", "at", "base", "ctypes", "data", "flags", "flat",

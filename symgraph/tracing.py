@@ -1103,6 +1103,15 @@ def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: An
         if red is None:
             raise UnsupportedOpError(f"np.{ufunc.__name__}.reduce has no rule")
         return getattr(snp, red)(*inputs, **kwargs)
+    if method == "accumulate" and ufunc.__name__ in ("add", "multiply"):  # running sums and products
+        extra = set(kwargs) - {"axis", "dtype"}
+        if extra or len(inputs) != 1:
+            raise UnsupportedOpError(f"np.{ufunc.__name__}.accumulate: arguments {sorted(extra)} are not supported")
+        a = inputs[0]
+        if np.ndim(a) == 0:
+            raise ShapeError(f"np.{ufunc.__name__}.accumulate of a 0-d value (NumPy: cannot accumulate on a scalar)")
+        fn = snp.cumsum if ufunc.__name__ == "add" else snp.cumprod   # NumPy 2: the same dtypes as cumsum/cumprod
+        return fn(a, axis=kwargs.get("axis", 0), dtype=kwargs.get("dtype"))
     if method == "at":  # np.add.at(a, i, b) writes into a and returns None: an in-place update of a traced a
         name = ufunc.__name__
         functional = getattr(snp, f"{name}_at", None)
@@ -1391,7 +1400,7 @@ def _array_interface() -> dict[str, Callable]:
     })
     for m in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "take", "var", "std", "clip", "squeeze",
               "ravel", "flatten", "swapaxes", "argpartition", "argsort", "cumprod", "cumsum", "diagonal", "repeat",
-              "trace"):
+              "trace", "all", "any", "round"):
         api[m] = _method(m)
     for m in _INPLACE_METHODS:
         api[m] = _inplace_method(m)
@@ -1399,7 +1408,7 @@ def _array_interface() -> dict[str, Callable]:
         api[f"__{py}__"] = _inplace_binop(py)
     # Every other public ndarray method and attribute raises, naming itself (test_tracer_methods checks the
     # list is whole).
-    for m in ("all", "any", "byteswap", "choose", "compress", "getfield", "nonzero", "round", "searchsorted", "view",
+    for m in ("byteswap", "choose", "compress", "getfield", "nonzero", "searchsorted", "view",
               "dump", "dumps", "tofile", "tobytes", "to_device", "setflags"):
         api[m] = _no_rule_method(m)
     for m in ("base", "ctypes", "data", "flags", "flat", "strides", "device"):

@@ -541,3 +541,19 @@ def test_compiled_derivatives_equal_the_evaluator(name, fn, dom, kind):
 
     for f in (sg.grad(lambda v: np.sum(fn(v))), d2):
         np.testing.assert_allclose(sg.compile(f)(x), f(x), rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "llvm"])
+def test_any_all_and_the_round_method_match_numpy(backend):
+    x = np.array([[0.0, 1.5, np.nan], [0.0, -0.0, -2.4]])
+    i = np.array([[0, 3], [0, 0]])
+
+    def f(x, i):
+        return (np.any(x), np.all(x, axis=1), x.any(axis=0, keepdims=True), x.all(), np.any(x[:, :0]), np.all(x[:0]),
+                np.any(i, axis=0), i.all(axis=1), x.round(), x.round(1), np.all(x > -3.0))
+
+    got = sg.compile(f, backend=backend)(x, i)
+    for g, r in zip(got, f(x, i)):
+        assert np.asarray(g).dtype == np.asarray(r).dtype
+        np.testing.assert_array_equal(g, r)
+    np.testing.assert_array_equal(sg.grad(lambda x: np.sum(x.round() * x))(np.array([0.4, 1.6])), [0.0, 2.0])

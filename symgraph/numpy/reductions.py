@@ -15,9 +15,9 @@ from .arithmetic import divide, multiply, negative, subtract
 from .base import _ndim, _shape
 from .elementary import sqrt
 from .layout import reshape
-from .logic import greater, where
+from .logic import equal, greater, not_equal, where
 
-__all__ = ["amax", "amin", "argmax", "argmin", "max", "mean", "min", "nanargmax", "nanargmin", "nanmax", "nanmean",
+__all__ = ["all", "amax", "amin", "any", "argmax", "argmin", "max", "mean", "min", "nanargmax", "nanargmin", "nanmax", "nanmean",
            "nanmin", "nanprod", "nanstd", "nansum", "nanvar", "prod", "std", "sum", "var"]
 
 
@@ -38,6 +38,28 @@ def _accumulator(x: Any, dtype: Any) -> Any:
 def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:  # noqa: A001
     """Sum over axis (None: all); bool and narrow integers accumulate in (u)int64, as in NumPy."""
     return L.reduce("sum", _accumulator(x, dtype), axis, keepdims)
+
+
+def _count(test: Any, x: Any, axis: Any, keepdims: bool, fn: str, where_: Any) -> Any:
+    if where_ is not True:
+        raise UnsupportedOpError(f"np.{fn}(where=...) is not supported on traced values; apply np.where first")
+    return L.reduce("sum", L.cast(test(x, 0), _np.int64), axis, keepdims)
+
+
+def any(x: Any, axis: Any = None, keepdims: bool = False, *, where: Any = True) -> Any:  # noqa: A001
+    """Whether any element along axis is nonzero (NaN counts as nonzero, as in NumPy); bool, no derivative.
+
+    An empty reduction is False.
+    """
+    return greater(_count(not_equal, x, axis, keepdims, "any", where), 0)
+
+
+def all(x: Any, axis: Any = None, keepdims: bool = False, *, where: Any = True) -> Any:  # noqa: A001
+    """Whether every element along axis is nonzero (NaN counts as nonzero, as in NumPy); bool, no derivative.
+
+    An empty reduction is True.
+    """
+    return equal(_count(equal, x, axis, keepdims, "all", where), 0)
 
 
 def prod(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
@@ -284,7 +306,7 @@ UFUNCS = {
 
 FUNCTIONS = {
     _np.sum: sum, _np.mean: mean, _np.max: max, _np.min: min, _np.amax: max, _np.amin: min, _np.prod: prod,
-    _np.var: var, _np.std: std, _np.argmax: argmax, _np.argmin: argmin,
+    _np.var: var, _np.std: std, _np.argmax: argmax, _np.argmin: argmin, _np.any: any, _np.all: all,
     _np.nansum: nansum, _np.nanprod: nanprod, _np.nanmean: nanmean, _np.nanvar: nanvar, _np.nanstd: nanstd,
     _np.nanmax: nanmax, _np.nanmin: nanmin, _np.nanargmax: nanargmax, _np.nanargmin: nanargmin,
 }
