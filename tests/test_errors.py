@@ -345,8 +345,8 @@ def f_ufunc_at(x):  # np.add.at / np.maximum.at write into traced arrays since i
     return x
 
 
-def f_accumulate(x):
-    return np.add.accumulate(x)  # @accumulate
+def f_accumulate(x):  # np.add.accumulate traces since issue 17 (cumsum); subtract.accumulate has no rule
+    return np.subtract.accumulate(x)  # @accumulate
 
 
 def f_norm1(x):  # norm(ord=1) traces since issue 17; the nuclear norm needs an SVD
@@ -481,7 +481,7 @@ INSIDE = [
     (f_inv, U, "inv", ["linalg.inv"]),
     (f_nextafter, U, "nextafter", ["np.nextafter"]),
     (f_ufunc_at, U, "ufuncat", ["np.multiply.at"]),
-    (f_accumulate, U, "accumulate", ["np.add.accumulate"]),
+    (f_accumulate, U, "accumulate", ["np.subtract.accumulate"]),
     (f_norm1, U, "norm1", ["norm", "ord='nuc'"]),
     (f_reshape_f, U, "reshapeF", ["order='F'"]),
     (f_boolmask, U, "boolmask", ["boolean mask", "np.where"]),

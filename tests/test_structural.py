@@ -528,3 +528,18 @@ def test_ufunc_at_writes_into_traced_arrays_and_names_the_fix_elsewhere():
         sg.trace(lambda v: np.add.at(np.zeros(4), [0, 1], v), 1.0)
     with pytest.raises(UnsupportedOpError, match=r"np\.multiply\.at"):
         sg.trace(lambda v: np.multiply.at(v.copy(), [0, 1], 2.0), a)
+
+
+def test_add_and_multiply_accumulate_are_cumsum_and_cumprod():
+    rng = np.random.default_rng(8)
+    for x in (np.arange(1, 7, dtype=np.int32).reshape(2, 3), rng.standard_normal((3, 4)), np.array([True, False, True]),
+              (np.arange(5) * 60).astype(np.uint8), rng.standard_normal((3, 4)).astype(np.float32)):
+        for f in (lambda v: np.add.accumulate(v), lambda v: np.multiply.accumulate(v),
+                  lambda v: np.add.accumulate(v, axis=-1), lambda v: np.add.accumulate(v, dtype=np.float32)):
+            want = f(x)
+            for got in (sg.trace(f, x).evaluate(x), sg.compile(f)(x)):
+                assert got.dtype == want.dtype
+                np.testing.assert_array_equal(got, want)
+    sg.check_grads(lambda v: np.multiply.accumulate(v, axis=1), (rng.standard_normal((2, 5)),), order=2)
+    with pytest.raises(UnsupportedOpError, match="np.subtract.accumulate"):
+        sg.trace(lambda v: np.subtract.accumulate(v), np.ones(3))
