@@ -24,6 +24,7 @@ import inspect
 import dis
 import itertools
 import numbers
+import re
 import sys
 import threading
 from typing import Any, Callable
@@ -32,8 +33,8 @@ import numpy as np
 
 from . import lax as L
 from . import numpy as snp
-from .errors import (DTypeError, ShapeError, SymgraphError, TracerConversionError, UnsupportedOpError, _is_internal,
-                     user_location)
+from .errors import (DTypeError, ShapeError, SourceLocation, SymgraphError, TracerConversionError,
+                     UnsupportedOpError, _is_internal, user_location)
 from .ir import (Builder, Graph, Node, NodeMeta, collector_paused, current_builder, current_role, install_array_api,
                  meta, tracing_active)
 from .ir import _ids as _ir_ids, _new_node
@@ -113,6 +114,30 @@ def _is_number_list(x: Any) -> bool:
                isinstance(c, (numbers.Number, np.bool_)) and not isinstance(c, Node) for c in x)
 
 
+def _list_hint(e: Exception, listed: tuple[int, str], names: list[str]) -> DTypeError:
+    """f failed on a list-of-numbers argument as if it were an array: say the list is a pytree, not an array.
+
+    The result is a DTypeError (so also a TypeError) at the call that passed the list (where the fix goes),
+    quoting the original error and the line where it happened.
+    """
+    top, path = listed
+    nm = names[top] if top < len(names) else ""
+    arg = f"{top} ({nm}{path})" if nm and not re.fullmatch(r"a\d+", nm) else f"{top}{path}"
+    if isinstance(e, SymgraphError):
+        what, failed = f"{type(e).__name__}: {e.message}", e.location
+    else:
+        what, failed, tb = f"{type(e).__name__}: {e}", None, e.__traceback__
+        while tb is not None:  # the innermost user frame of the failure (the line that treated the list as an array)
+            code = tb.tb_frame.f_code
+            if not _is_internal(code.co_filename):
+                failed = SourceLocation(code.co_filename, tb.tb_lineno, code.co_name)
+            tb = tb.tb_next
+    at = f" at {failed}" if failed is not None else ""
+    return DTypeError(f"argument {arg} is a Python list of numbers, which traces as a pytree of scalars (as in JAX "
+                      f"and autograd), not as an array; pass np.asarray(...) for an array.\n  The failure{at} was "
+                      f"{what}", user_location())
+
+
 def _find_number_list(tops: list[Any]) -> tuple[int, str] | None:
     """(index into tops, path) of the first list of numbers in the arguments, or None."""
     for top, obj in enumerate(tops):
@@ -177,24 +202,12 @@ def check_args(args: tuple, f: Callable | None = None, fname: str | None = None,
         (leaves, treedef, [(shape, dtype) per leaf]); byte-swapped dtypes are given in native order.
 
     Raises:
-        DTypeError: a list of numbers (pass np.asarray), a string, object or complex array, ...
+        DTypeError: a string, object or complex array, ... (a list of numbers is a pytree of scalars, as in JAX).
         UnsupportedOpError: a masked array.
     """
     args = tuple(args)
     prefix = f"{fname}: " if fname else ""
     positions = list(range(len(args))) if positions is None else positions
-    kw_keys = sorted(kwargs or {})
-    bad = _find_number_list(list(args) + [kwargs[k] for k in kw_keys])
-    if bad is not None:
-        top, path = bad
-        if top >= len(args):
-            name = f"{kw_keys[top - len(args)]}{path} (keyword)"
-        else:
-            k = positions[top]
-            name = f"{k} ({_arg_names(f, k + 1)[k] if f is not None else f'arg{k}'}{path})"
-        raise DTypeError(f"{prefix}argument {name} is a Python list of numbers; symgraph does not convert lists to "
-                         f"arrays (lists are pytrees: containers of arrays). Pass np.asarray(...) for an array, or "
-                         f"a tuple for a pytree of scalars")
     leaves, treedef = tree_flatten(args if kwargs is None else (args, kwargs))
     specs = []
     for i, x in enumerate(leaves):
@@ -248,8 +261,10 @@ def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
         result leaf; `graph.evaluate(*args)` reruns it with the NumPy evaluator.
 
     Raises:
-        DTypeError: for arguments that are not numeric arrays or numbers
-            (including lists of numbers: pass np.asarray(...)).
+        DTypeError: for arguments that are not numeric arrays or numbers. A
+            Python list of numbers is a pytree of scalars (as in JAX and
+            autograd); when f then fails on it as if it were an array, the
+            error says to pass np.asarray(...).
         UnsupportedOpError: for masked arrays (the mask would be lost).
         TracerConversionError: when f needs a concrete value of a tracer
             (Python `if` on a traced value, float(), ...).
@@ -277,6 +292,11 @@ def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
             if pending is not None and "sequence" in str(e):
                 raise TracerConversionError(*pending) from None
             raise
+        except (TypeError, TracerConversionError) as e:
+            listed = _find_number_list(list(example_args))
+            if listed is None:
+                raise
+            raise _list_hint(e, listed, names) from None
         finally:
             _end_trace(b)
         outputs = [as_output(o, i) for i, o in enumerate(out_leaves)]

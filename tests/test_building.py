@@ -236,11 +236,13 @@ def test_tuples_of_numbers_lists_of_arrays_in_every_transformation():
     assert float(sg.compile(f)((3.0, 2.0))) == 12.0
 
 
-def test_a_list_of_numbers_is_refused_with_the_fix():
-    """A list of numbers is refused with the fix (JAX and autograd take it as a pytree; here it almost always
-    meant an array, and a tuple is the pytree spelling): see docs/compile.md, argument rules."""
-    with pytest.raises(sg.DTypeError, match="np.asarray"):
-        sg.grad(lambda p: p[0] * p[1])([1.0, 2.0])
+def test_a_list_of_numbers_is_a_pytree_of_scalars():
+    """As in JAX and autograd: the gradient has the list's structure (see docs/compile.md, argument rules)."""
+    g = sg.grad(lambda p: p[0] * p[1] + p[2][0] ** 2)([1.0, 2.0, [3.0]])
+    assert isinstance(g, list) and isinstance(g[2], list)
+    assert [float(g[0]), float(g[1]), float(g[2][0])] == [2.0, 1.0, 6.0]
+    v, gc = sg.compile(sg.value_and_grad(lambda p: p[0] * p[1]))([3.0, 4.0])
+    assert float(v) == 12.0 and [float(t) for t in gc] == [4.0, 3.0]
 
 
 def test_namedtuples_dict_outputs_and_nested_jacobians_of_pytrees():

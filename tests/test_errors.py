@@ -158,7 +158,8 @@ KINDS = {
     "unaligned": (lambda: _unaligned_copy(), "ok"),
     "float32": (lambda: _X.astype(np.float32), "ok"),
     "masked array": (lambda: np.ma.masked_array(_X, _X > 1), sg.UnsupportedOpError),  # the mask would be lost
-    "list of numbers": (lambda: [[-0.7, 0.2, 1.3], [0.4, -1.1, 0.9]], sg.DTypeError),  # pass np.asarray(...)
+    # a pytree of scalars (as in JAX); G and F treat it as an array, so the error says to pass np.asarray(...)
+    "list of numbers": (lambda: [[-0.7, 0.2, 1.3], [0.4, -1.1, 0.9]], sg.DTypeError),
 }
 
 
@@ -174,8 +175,10 @@ def _outcome(entry: str, kind: str):
     needs_float = ENTRIES[entry][2]
     if out == "deriv":
         out = sg.DTypeError if needs_float else "ok"
-    if entry == "evaluate" and kind == "list of numbers":
-        return sg.ShapeError  # a traced graph checks the structure first: a list is not the traced array
+    if entry in ("evaluate", "jvp", "hvp") and kind == "list of numbers":
+        # a traced graph checks the structure first (a list is not the traced array); jvp's and hvp's array
+        # tangents do not have the list's structure
+        return sg.ShapeError
     if entry == "evaluate" and out == "ok":
         # the graph was traced for float64 (2, 3): other shapes are ShapeErrors, same-kind dtypes are cast
         a = KINDS[kind][0]()
@@ -583,7 +586,8 @@ def test_api_misuse():
         (lambda: compile_fn(lambda n, x: x * n, static_argnums=0)(2, "abc"), sg.DTypeError, ["argument 1 (x)"]),
         (lambda: compile_fn(lambda x, *, s: x * s, backend="numpy")(x, s="abc"), sg.DTypeError, ["s (keyword)"]),
         (lambda: sg.grad(F)("abc"), sg.DTypeError, ["grad(F)", "argument 0 (x)"]),
-        (lambda: sg.grad(lambda p: p[0] * p[1])((1.0, [2.0, 3.0])), sg.DTypeError, ["argument 0 (p[1])", "np.asarray"]),
+        (lambda: sg.grad(lambda p: p[0] * p[1])((1.0, [2.0, 3.0])), sg.DTypeError, ["argument 0", "[1]", "pytree",
+                                                                                 "np.asarray"]),
         (lambda: compile_fn(F, donate_argnums=(3,)), sg.SymgraphError, ["donate_argnums 3", "F takes 1"]),
         (lambda: compile_fn(F, donate_argnums=-2), sg.SymgraphError, ["donate_argnums -2", "F takes 1"]),
         (lambda: compile_fn(lambda *xs: xs[0], donate_argnums=2)(x), sg.SymgraphError, ["donate_argnums 2", "passed 1"]),
@@ -885,10 +889,12 @@ def test_jvp_tangent_dtypes_that_are_accepted():
         sg.trace(lambda v: sg.jvp(np.sin, (v,), (v.astype(np.float32),))[1], x)
 
 
-def test_pytrees_of_scalars_and_lists_of_arrays_are_still_accepted():
-    """Only a list of numbers is rejected: tuples of scalars and lists of arrays are pytrees."""
+def test_pytrees_of_scalars_and_lists_are_accepted():
+    """Tuples and lists of scalars and lists of arrays are pytrees (as in JAX and autograd)."""
     g = sg.grad(lambda p: p[0] * p[1] ** 2)((3.0, 2.0))
     assert isinstance(g, tuple) and float(g[0]) == 4.0 and float(g[1]) == 12.0
+    gl = sg.grad(lambda p: p[0] * p[1] ** 2)([3.0, 2.0])
+    assert isinstance(gl, list) and [float(v) for v in gl] == [4.0, 12.0]
     ws = [np.array([1.0, 2.0]), np.array([3.0])]
     gl = sg.grad(lambda ws: np.sum(ws[0] ** 2) + np.sum(ws[1]))(ws)
     assert isinstance(gl, list)
@@ -896,8 +902,22 @@ def test_pytrees_of_scalars_and_lists_of_arrays_are_still_accepted():
     np.testing.assert_array_equal(gl[1], [1.0])
     cf = compile_fn(lambda ws: ws[0] * 2.0, backend="numpy")
     np.testing.assert_array_equal(cf(ws), [2.0, 4.0])
-    with pytest.raises(TypeError):  # also a TypeError, for code that catches those
-        sg.grad(np.sum)([1.0, 2.0])
+
+
+def test_a_list_of_numbers_used_as_an_array_says_to_pass_an_array():
+    def f(x):
+        return np.sum(x * x)  # @listmul
+
+    for call in (lambda: sg.grad(f)([1.0, 2.0]), lambda: compile_fn(f, backend="numpy")([1.0, 2.0]),
+                 lambda: sg.trace(lambda x: x @ x, [1.0, 2.0])):
+        with pytest.raises(sg.DTypeError, match=r"pytree of scalars.*np\.asarray") as e:
+            call()
+        assert isinstance(e.value, TypeError)  # also a TypeError, for code that catches those
+    with pytest.raises(sg.DTypeError) as e:
+        sg.grad(f)([1.0, 2.0])  # @listcall
+    # the error points at the call that passed the list (where the fix goes) and names the line that failed
+    assert e.value.location is not None and e.value.location.lineno == line_of("listcall")
+    assert f"test_errors.py:{line_of('listmul')}" in str(e.value)
 
 
 def test_masked_arrays_are_rejected_everywhere():
