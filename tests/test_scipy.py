@@ -214,7 +214,8 @@ def test_logsumexp_softmax():
         np.testing.assert_allclose(ours, ref, rtol=1e-13)
         np.testing.assert_array_equal(sign, rsign)
     np.testing.assert_allclose(sp.logsumexp(a, b=np.abs(b)), ss.logsumexp(a, b=np.abs(b)), rtol=1e-14)
-    assert sp.logsumexp(np.array([-np.inf, -np.inf])) == -np.inf
+    with np.errstate(divide="ignore"):  # eager evaluation takes log(0) as NumPy does (and warns as NumPy does)
+        assert sp.logsumexp(np.array([-np.inf, -np.inf])) == -np.inf
     np.testing.assert_allclose(sp.logsumexp(np.array([1000.0, 1000.0])), 1000.0 + math.log(2.0))
     g = sg.grad(lambda a: sp.logsumexp(a, axis=1).sum())(a)
     np.testing.assert_allclose(g, ss.softmax(a, axis=1), rtol=1e-13)
