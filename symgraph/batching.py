@@ -118,6 +118,36 @@ def _norm_axes(axes: Any, n: int, what: str) -> list:
     return axes
 
 
+def _leaf_axes(arg: Any, ax: Any, fname: str, a: int) -> list:
+    """The batch axis of each leaf of argument `a` (tree_flatten order), from its in_axes entry `ax`.
+
+    An int or None applies to every leaf; a dict, list or tuple is a prefix of the argument's structure (as
+    JAX's in_axes), whose ints and Nones apply to the leaves below them.
+    """
+    if ax is None or isinstance(ax, (int, np.integer)):
+        return [ax] * len(tree_flatten(arg)[0])
+    if isinstance(ax, dict) and isinstance(arg, dict):
+        if set(ax) != set(arg):
+            raise SymgraphError(f"{fname}: in_axes for argument {a} has keys {sorted(map(str, ax))}, the argument "
+                                f"{sorted(map(str, arg))}")
+        out: list = []
+        for k in _keys_in_tree_order(arg):
+            out.extend(_leaf_axes(arg[k], ax[k], fname, a))
+        return out
+    if isinstance(ax, (list, tuple)) and isinstance(arg, (list, tuple)) and len(ax) == len(arg):
+        return [x for sub, sa in zip(arg, ax) for x in _leaf_axes(sub, sa, fname, a)]
+    raise SymgraphError(f"{fname}: in_axes entry {ax!r} for argument {a} is not an int, None, or a prefix of the "
+                        f"argument's structure ({'an array' if isinstance(arg, (Node, np.ndarray)) else type(arg).__name__})")
+
+
+def _keys_in_tree_order(d: dict) -> list:
+    """The keys of d in the order tree_flatten visits them."""
+    probe = {k: i for i, k in enumerate(d)}
+    leaves, _ = tree_flatten(probe)
+    keys = list(d)
+    return [keys[i] for i in leaves]
+
+
 def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
     """Vectorize f over an axis of its arguments (JAX-shaped).
 
@@ -126,9 +156,11 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
 
     Args:
         f: function of arrays (or pytrees).
-        in_axes: int, None, or a tuple with one entry (int or None) per
-            positional argument: the batched axis of that argument (applied to
-            every leaf of a pytree argument); None = not batched.
+        in_axes: int, None, or a tuple with one entry per positional
+            argument: the batched axis of that argument (an int or None applies
+            to every leaf of a pytree argument; a dict, list or tuple prefix of
+            the argument's structure gives its leaves their own axes, as in
+            JAX); None = not batched.
         out_axes: int or a tuple per output leaf: where the batch axis goes
             in each result.
 
@@ -148,12 +180,15 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
         new_args = list(args)
         subst: dict[Node, Node] = {}
         size = None
-        for a, (arg, ax) in enumerate(zip(args, axes)):
-            if ax is None:
+        for a, (arg, ax_entry) in enumerate(zip(args, axes)):
+            if ax_entry is None:
                 continue
             leaves, td = tree_flatten(arg)
             phs = []
-            for leaf in leaves:
+            for leaf, ax in zip(leaves, _leaf_axes(arg, ax_entry, fname, a)):
+                if ax is None:
+                    phs.append(leaf)
+                    continue
                 x = L.asnode(leaf)
                 if x.ndim == 0:
                     raise ShapeError(f"{fname}: argument {a} is 0-d and cannot be mapped over axis {ax}")

@@ -59,3 +59,47 @@ def test_tensordot_errors_name_tensordot_and_the_axes():
     b = np.arange(15.0).reshape(3, 5)
     np.testing.assert_allclose(sg.grad(lambda x: np.sum(np.tensordot(x, b, axes=([1], [0]))))(a),
                                np.broadcast_to(b.sum(1), (2, 3)))
+
+
+# ----- from the session-6 trial (issue 17) -----
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_norm_of_nan_is_nan_and_zero_keeps_its_subgradient(backend):
+    v, m = np.array([np.nan, 1.0]), np.array([[np.nan, 1.0], [0.0, 1.0]])
+    for ord_, x in [(None, v), (2, v), (3, v), (0.5, v), ("fro", m), (None, m)]:
+        out = sg.compile(lambda x, o=ord_: np.linalg.norm(x, o), backend=backend)(x)
+        assert np.isnan(out) and np.isnan(np.linalg.norm(x, ord_))
+        assert np.isnan(sg.grad(lambda x, o=ord_: np.linalg.norm(x, o))(x)).all()
+    np.testing.assert_array_equal(sg.grad(np.linalg.norm)(np.zeros(3)), np.zeros(3))
+    np.testing.assert_array_equal(sg.grad(lambda x: np.linalg.norm(x, 3))(np.zeros(2)), np.zeros(2))
+    np.testing.assert_allclose(sg.grad(np.linalg.norm)(np.array([3.0, 4.0])), [0.6, 0.8])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_argmax_argmin_take_keepdims(backend):
+    m = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 7.0]])
+
+    def f(z):
+        return (z.argmax(axis=1, keepdims=True), np.argmin(z, axis=0, keepdims=True), np.argmax(z, keepdims=True),
+                z.argmax(), np.argmax(z, -1))
+
+    for got, want in zip(sg.compile(f, backend=backend)(m), f(m)):
+        assert np.shape(got) == np.shape(want)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_vmap_in_axes_may_be_a_prefix_of_a_pytree_argument():
+    from symgraph.errors import SymgraphError
+
+    W, X = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(4, 3)
+    out = sg.vmap(lambda p, x: p["a"] @ x + p["b"], in_axes=({"a": None, "b": 0}, 0))({"a": W, "b": np.ones((4, 2))}, X)
+    np.testing.assert_allclose(out, X @ W.T + 1.0)
+    np.testing.assert_allclose(sg.vmap(lambda t: t[0] * t[1], in_axes=((0, None),))((np.arange(3.0), 2.0)),
+                               [0.0, 2.0, 4.0])
+    g = sg.grad(lambda w: np.sum(sg.vmap(lambda p, x: np.tanh(p["a"] @ x), in_axes=({"a": None}, 0))({"a": w}, X)))(W)
+    np.testing.assert_allclose(g, ((1 - np.tanh(X @ W.T) ** 2).T @ X), rtol=1e-12)
+    with pytest.raises(SymgraphError, match="has keys"):
+        sg.vmap(lambda p: p["a"], in_axes=({"z": 0},))({"a": np.ones(3)})
+    with pytest.raises(SymgraphError, match="prefix of the argument's structure"):
+        sg.vmap(lambda p: p, in_axes=("x",))(np.ones(3))

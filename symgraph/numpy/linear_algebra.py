@@ -18,7 +18,7 @@ from .arithmetic import abs as _abs, multiply, power
 from .base import _ndim, _shape
 from .elementary import sqrt
 from .layout import ravel, reshape
-from .logic import greater, not_equal, where
+from .logic import equal, not_equal, where
 from .reductions import max as _max, min as _min, sum
 from .structural import diagonal
 
@@ -26,9 +26,12 @@ __all__ = ["dot", "einsum", "inner", "linalg", "matmul", "norm", "outer", "tenso
 
 
 def _safe_sqrt(s: Any) -> Any:
-    """sqrt(s) with derivative 0 at s = 0 (a subgradient of the norm at 0): where(s > 0, sqrt(guarded s), 0)."""
-    pos = greater(s, 0.0)
-    return where(pos, sqrt(where(pos, s, 1.0)), 0.0)
+    """sqrt(s) with derivative 0 at s = 0 (a subgradient of the norm at 0): where(s == 0, 0, sqrt(guarded s)).
+
+    The guard tests s == 0 (not s > 0), so that a NaN sum stays NaN, as NumPy's norm of a NaN is NaN.
+    """
+    zero = equal(s, 0.0)
+    return where(zero, 0.0, sqrt(where(zero, 1.0, s)))
 
 
 def _keep(out: Any, shape: tuple, axes: tuple, keepdims: bool) -> Any:
@@ -54,8 +57,8 @@ def _vector_norm(x: Any, ord: Any, ax: int) -> Any:
     s = sum(power(_abs(x), p), ax)
     if p > 0:
         # s ** (1/p) with derivative 0 at s = 0, as the Euclidean norm's
-        pos = greater(s, 0.0)
-        return where(pos, power(where(pos, s, 1.0), 1.0 / p), 0.0)
+        zero = equal(s, 0.0)  # (== 0, not > 0: a NaN sum stays NaN)
+        return where(zero, 0.0, power(where(zero, 1.0, s), 1.0 / p))
     return power(s, 1.0 / p)
 
 

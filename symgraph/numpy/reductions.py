@@ -113,18 +113,28 @@ def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
     return where(pos, sqrt(where(pos, v, 1.0)), multiply(v, 0.0))
 
 
-def argmax(x: Any, axis: Any = None) -> Any:
-    """Index of the first maximum (int64); flattened when axis is None."""
+def argmax(x: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+    """Index of the first maximum (int64); flattened when axis is None; keepdims keeps the axis as size 1.
+
+    Raises:
+        UnsupportedOpError: out= (traced values are not written into).
+    """
+    if out is not None:
+        raise UnsupportedOpError("argmax(out=...) is not supported on traced values; use the returned array")
+    nd = _ndim(x)
     if axis is None:
-        x = reshape(x, (-1,))
-        axis = 0
-    (ax,) = normalize_axes(axis, _ndim(x), op="argmax")
-    return L.bind("argmax", x, axis=ax)
+        r = L.bind("argmax", reshape(x, (-1,)), axis=0)
+        return reshape(r, (1,) * nd) if keepdims else r
+    (ax,) = normalize_axes(axis, nd, op="argmax")
+    r = L.bind("argmax", x, axis=ax)
+    return reshape(r, tuple(1 if i == ax else d for i, d in enumerate(_shape(x)))) if keepdims else r
 
 
-def argmin(x: Any, axis: Any = None) -> Any:
-    """Index of the first minimum (int64)."""
-    return argmax(negative(x), axis)
+def argmin(x: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+    """Index of the first minimum (int64); the arguments as argmax's."""
+    if out is not None:
+        raise UnsupportedOpError("argmin(out=...) is not supported on traced values; use the returned array")
+    return argmax(negative(x), axis, keepdims=keepdims)
 
 
 # ----- NaN-ignoring reductions (NumPy's nan* functions) -----
