@@ -128,6 +128,25 @@ def set_build_context(location: SourceLocation | None, role_name: str) -> tuple:
     return prev
 
 
+def declare_numpy_view(node: "Node") -> "Node":
+    """Record, for the running trace, that NumPy returns `node` as a view of its first input.
+
+    Layout ops are views by their record (`Op.view`); a gather with constant
+    indices that spells a NumPy view (np.diagonal, sliding_window_view) is
+    declared here, so that tracing's in-place updates treat it as one (a
+    read of it after a write into its base is refused, not stale). Returns
+    `node`. Outside a trace it does nothing.
+    """
+    if tracing_active():
+        current_builder().__dict__.setdefault("numpy_views", set()).add(id(node))
+    return node
+
+
+def is_numpy_view(node: "Node") -> bool:
+    """Whether `declare_numpy_view` declared `node` in the running trace."""
+    return tracing_active() and id(node) in current_builder().__dict__.get("numpy_views", ())
+
+
 def meta(node: "Node") -> NodeMeta:
     """The metadata of a node (source location, role), kept out of its identity."""
     m = node._meta

@@ -36,7 +36,7 @@ from . import numpy as snp
 from .errors import (DTypeError, ShapeError, SourceLocation, SymgraphError, TracerConversionError,
                      UnsupportedOpError, _is_internal, user_location)
 from .ir import (Builder, Graph, Node, NodeMeta, collector_paused, current_builder, current_role, install_array_api,
-                 meta, tracing_active)
+                 is_numpy_view, meta, tracing_active)
 from .ir import _ids as _ir_ids, _new_node
 from .lax import as_output
 from .ops import OPS
@@ -501,7 +501,7 @@ def _view_parent(n: Node) -> Node | None:
 
     x[i] of an array of one dimension is a scalar in NumPy (a copy), not a view.
     """
-    if n.op.view is None or not n.inputs:
+    if not n.inputs or (n.op.view is None and not is_numpy_view(n)):
         return None
     p = n.inputs[0]
     if n.ndim == 0 and p.ndim > 0:
@@ -511,6 +511,8 @@ def _view_parent(n: Node) -> Node | None:
 
 def _view_of(n: Node, pos: np.ndarray) -> np.ndarray:
     """The positions (into a root array) that view node n holds, given those of its parent."""
+    if n.op.name == "gather":  # a declared NumPy view (diagonal, sliding windows): constant indices
+        return np.take(pos, n.inputs[1].attr("value").array, axis=n.attr("axis"))
     return np.asarray(n.op.impl(pos, **n.params))
 
 
@@ -636,7 +638,8 @@ def _mark_views(b: Builder, a: Node, chain: list[Node], children: dict[Node, dic
         return
     loc = user_location()
     at = f" (the write at {loc})" if loc is not None else ""
-    view_msg = (f"this traced array (shape {{shape}}) is a view (slice, reshape, transpose) of an array that was "
+    view_msg = (f"this traced array (shape {{shape}}) is a view (slice, reshape, transpose, diagonal, sliding "
+                f"window) of an array that was "
                 f"written after the view was taken{at}: NumPy would show the write in the view, but symgraph's "
                 f"views are copies, so reading it would give the old values. Take the view again after the "
                 f"write (c = a[1:] after a[...] = v), or write into the array with c's index")

@@ -660,3 +660,53 @@ def test_a_value_computed_twice_is_not_written_under_both_names():
         return y, z
 
     _close(sg.trace(after, X).evaluate(X), _ref(after, X))
+
+
+def test_diagonal_and_sliding_windows_are_views_for_in_place_updates():
+    """np.diagonal, x.diagonal() and sliding_window_view are NumPy views: a read after an overlapping write into
+    the base is refused (it gave the old values); non-overlapping writes, views taken after the write and
+    fancy-index copies stay readable with NumPy's values (found by the session-6 trial)."""
+    m = np.arange(9.0).reshape(3, 3)
+
+    def stale_diag(x):
+        a = x.copy()
+        d = np.diagonal(a)
+        a[1, 1] = 100.0
+        return d + 0.0
+
+    def stale_method(x):
+        a = x.copy()
+        d = a.diagonal()
+        a[0, 0] = 100.0
+        return np.sum(d)
+
+    def stale_windows(x):
+        a = x.copy()
+        w = np.lib.stride_tricks.sliding_window_view(a, 2)
+        a[1] = -1.0
+        return w.sum(axis=1)
+
+    for fn, arg in [(stale_diag, m), (stale_method, m), (stale_windows, np.arange(4.0))]:
+        with pytest.raises(sg.TracerConversionError, match="view"):
+            sg.compile(fn)(arg)
+
+    def untouched(x):
+        a = x.copy()
+        d = np.diagonal(a)
+        a[0, 1] = 100.0
+        return d + 0.0
+
+    def after(x):
+        a = x.copy()
+        a[1, 1] = 100.0
+        return np.diagonal(a) + np.sum(np.lib.stride_tricks.sliding_window_view(a[0], 2))
+
+    def fancy_copy(x):
+        a = x.copy()
+        b = a[[0, 2]]
+        a[0] = 5.0
+        return b + 0.0
+
+    for fn in (untouched, after, fancy_copy):
+        np.testing.assert_array_equal(sg.compile(fn)(m), fn(m.copy()))
+        np.testing.assert_array_equal(sg.compile(fn, backend="numpy")(m), fn(m.copy()))

@@ -33,7 +33,7 @@ import numpy as _np
 
 from .. import lax as L
 from ..errors import DTypeError, ShapeError, SymgraphError, TracerConversionError, UnsupportedOpError
-from ..ir import Node
+from ..ir import Node, declare_numpy_view
 from ..ops.core import normalize_axes
 from .arithmetic import multiply, subtract
 from .base import _ndim, _shape
@@ -80,9 +80,14 @@ def _with_axis(shape: tuple, axis: int, n: int) -> tuple:
     return shape[:axis] + (n,) + shape[axis + 1:]
 
 
-def _gather_const(x: Any, idx: _np.ndarray, axis: int) -> Any:
-    """x indexed along axis by a constant int64 index array (in range)."""
-    return L.bind("gather", x, _np.ascontiguousarray(idx, _np.int64), axis=axis)
+def _gather_const(x: Any, idx: _np.ndarray, axis: int, view: bool = False) -> Any:
+    """x indexed along axis by a constant int64 index array (in range).
+
+    view=True declares the result a NumPy view of x (np.diagonal, sliding windows), so that in-place updates
+    refuse to read it after a write into x instead of giving the old values.
+    """
+    g = L.bind("gather", x, _np.ascontiguousarray(idx, _np.int64), axis=axis)
+    return declare_numpy_view(g) if view else g
 
 
 # ----- scans and differences -----
@@ -312,7 +317,7 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
     x = transpose(a, rest + [a1, a2])
     n1, n2 = a.shape[a1], a.shape[a2]
     idx = _np.diagonal(_np.arange(n1 * n2, dtype=_np.int64).reshape(n1, n2), offset)
-    return _gather_const(reshape(x, x.shape[:-2] + (n1 * n2,)), idx, x.ndim - 2)
+    return _gather_const(reshape(x, x.shape[:-2] + (n1 * n2,)), idx, x.ndim - 2, view=True)
 
 
 def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: Any = None) -> Any:

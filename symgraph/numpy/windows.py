@@ -173,7 +173,7 @@ def sliding_window_view(x: Any, window_shape: Any, axis: Any = None, *, subok: b
         if w > n:
             raise ShapeError("sliding_window_view: window shape cannot be larger than input array shape")
         idx = _np.arange(n - w + 1, dtype=_np.int64)[:, None] + _np.arange(w, dtype=_np.int64)[None, :]
-        g = _gather_const(x, idx, ax)                       # (..., n-w+1, w, ...): the window axis at ax + 1
+        g = _gather_const(x, idx, ax, view=True)            # (..., n-w+1, w, ...): the window axis at ax + 1
         x = moveaxis(g, ax + 1, -1)
     return x
 
