@@ -1059,6 +1059,31 @@ def _memory_attribute(name: str) -> Callable:
     return get
 
 
+def _scipy_caller() -> tuple[str, str, Any] | None:
+    """(function, scipy subpackage, the user's line) when a SciPy function is converting a traced value, or None.
+
+    The function is the outermost SciPy frame (the one user code called), so `scipy.stats.norm.logpdf(x)`
+    names logpdf and the subpackage "stats".
+    """
+    f = sys._getframe(2)
+    outer = None
+    for _ in range(40):
+        if f is None:
+            break
+        mod = f.f_globals.get("__name__", "")
+        if mod == "scipy" or mod.startswith("scipy."):
+            outer = f
+        elif outer is not None:
+            break
+        f = f.f_back
+    if outer is None:
+        return None
+    parts = outer.f_globals.get("__name__", "").split(".")
+    sub = parts[1] if len(parts) > 1 else ""
+    loc = SourceLocation(f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f is not None else None
+    return outer.f_code.co_name, sub, loc
+
+
 def _to_ndarray_error(self: Node, *a: Any, **k: Any) -> Any:
     """`__array__`: NumPy wants an ndarray of a traced value; the message names the traced spelling.
 
@@ -1075,6 +1100,14 @@ def _to_ndarray_error(self: Node, *a: Any, **k: Any) -> Any:
         f = f.f_back
     if not tricks and _storing_into_ndarray():
         raise TracerConversionError(_numpy_store_message(self))
+    scipy_call = _scipy_caller()
+    if scipy_call is not None:
+        name, sub, loc = scipy_call
+        ours = f"symgraph.scipy.{sub}" if sub in ("special", "stats", "signal") else None
+        fix = (f"use {ours} (the same names, written with traced operations)" if ours else
+               "symgraph has no traced version of it yet")
+        raise TracerConversionError(f"SciPy's {name} converts its arguments with np.asarray before any protocol sees "
+                                    f"a traced value (shape {self.shape}, dtype {self.dtype}); {fix}", loc)
     if tricks:
         fix = ("np.r_[...] and np.c_[...] convert every item to a NumPy array before symgraph sees it; write "
                "np.concatenate([a, b]) (np.r_) or np.column_stack([a, b]) (np.c_), or use symgraph.numpy.r_ / c_, "

@@ -627,3 +627,16 @@ def test_erfcx():
     v = np.array([-2.0, 0.5, 3.0, 30.0])
     np.testing.assert_allclose(_d(lambda t: ss.erfcx(t))(v), 2 * v * ss.erfcx(v) - 2 / np.sqrt(np.pi), rtol=1e-12)
     sg.check_grads(sp.erfcx, (v,), order=2, rtol=1e-5, atol=1e-7)
+
+
+def test_scipy_functions_that_convert_first_name_symgraph_scipy_at_the_users_line():
+    import scipy.signal as sig
+    import scipy.stats as st
+
+    for call, name, sub in [(lambda a: ss.logsumexp(a), "logsumexp", "special"),
+                            (lambda a: np.sum(st.norm.logpdf(a)), "logpdf", "stats"),
+                            (lambda a: np.sum(sig.convolve(a, a)), "convolve", "signal")]:
+        with pytest.raises(sg.TracerConversionError, match=f"SciPy's {name} converts") as e:
+            sg.grad(call)(np.ones(3))
+        assert f"symgraph.scipy.{sub}" in str(e.value)
+        assert e.value.location is not None and e.value.location.filename == __file__
