@@ -156,6 +156,13 @@ def _nan_count(mask: Any, axis: Any, keepdims: bool, dtype: Any) -> Any:
     return L.cast(sum(L.unary("logical_not", mask, float_op=False), axis, keepdims), dtype)
 
 
+def _nan_filled(x: Any, fill: float) -> Any:
+    """x with its NaNs replaced by `fill` (x itself when its dtype cannot hold NaN)."""
+    x = x if isinstance(x, Node) else _np.asarray(x)
+    mask = _nan_mask(x)
+    return x if mask is None else where(mask, fill, x)
+
+
 def nansum(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
     """Sum treating NaN as 0 (an all-NaN or empty slice sums to 0); NumPy's accumulator dtypes as `sum`.
 
@@ -165,9 +172,7 @@ def nansum(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdim
         UnsupportedOpError: `out=`.
     """
     _no_out("nansum", out)
-    x = x if isinstance(x, Node) else _np.asarray(x)
-    mask = _nan_mask(x)
-    return sum(x if mask is None else where(mask, 0.0, x), axis, keepdims, dtype)
+    return sum(_nan_filled(x, 0.0), axis, keepdims, dtype)
 
 
 def nanprod(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
@@ -177,9 +182,7 @@ def nanprod(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
         UnsupportedOpError: `out=`.
     """
     _no_out("nanprod", out)
-    x = x if isinstance(x, Node) else _np.asarray(x)
-    mask = _nan_mask(x)
-    return prod(x if mask is None else where(mask, 1.0, x), axis, keepdims, dtype)
+    return prod(_nan_filled(x, 1.0), axis, keepdims, dtype)
 
 
 def nanmean(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:

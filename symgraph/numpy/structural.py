@@ -104,6 +104,18 @@ def _scan_dtype(x: Any, dtype: Any) -> _np.dtype:
     return d
 
 
+def _scan(name: str, a: Any, axis: Any, dtype: Any, out: Any) -> Any:
+    """The `name` scan primitive (cumsum / cumprod) along axis, with NumPy's flattening and accumulator dtypes."""
+    if out is not None:
+        raise UnsupportedOpError(f"{name}(out=...) writes in place, which tracing does not support")
+    if not _traced(a):
+        return getattr(_np, name)(a, axis=axis, dtype=dtype)
+    if axis is None:
+        a, axis = ravel(a), 0
+    ax = _axis(axis, a.ndim, name)
+    return L.bind(name, L.cast(a, _scan_dtype(a, dtype)), axis=ax)
+
+
 def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """Cumulative sum along axis (flattened when axis is None); NumPy's accumulator dtypes.
 
@@ -115,14 +127,7 @@ def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     Raises:
         ShapeError: axis out of range. UnsupportedOpError: out=.
     """
-    if out is not None:
-        raise UnsupportedOpError("cumsum(out=...) writes in place, which tracing does not support")
-    if not _traced(a):
-        return _np.cumsum(a, axis=axis, dtype=dtype)
-    if axis is None:
-        a, axis = ravel(a), 0
-    ax = _axis(axis, a.ndim, "cumsum")
-    return L.bind("cumsum", L.cast(a, _scan_dtype(a, dtype)), axis=ax)
+    return _scan("cumsum", a, axis, dtype, out)
 
 
 def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
@@ -133,14 +138,7 @@ def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any
     a linear recurrence computed by doubling, a polynomial in the inputs:
     exact with zeros and negative values, to every order.
     """
-    if out is not None:
-        raise UnsupportedOpError("cumprod(out=...) writes in place, which tracing does not support")
-    if not _traced(a):
-        return _np.cumprod(a, axis=axis, dtype=dtype)
-    if axis is None:
-        a, axis = ravel(a), 0
-    ax = _axis(axis, a.ndim, "cumprod")
-    return L.bind("cumprod", L.cast(a, _scan_dtype(a, dtype)), axis=ax)
+    return _scan("cumprod", a, axis, dtype, out)
 
 
 def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = _np._NoValue, append: Any = _np._NoValue) -> Any:
