@@ -41,6 +41,8 @@ LAYERS = {
     # differentiation passes on nodes (vjp_nodes, jvp_nodes): custom rules and checkpointing build on them
     "symgraph.autodiff": 4,
     # the front end: tracing, the NumPy namespace and what is written with it
+    "symgraph.indexing": 5,  # x[idx] and x.at[idx] on traced values
+    "symgraph.inplace": 5,  # in-place updates of traced values (installed by tracing)
     "symgraph.tracing": 5,
     "symgraph.numpy": 5,
     "symgraph.custom": 5,
