@@ -14,6 +14,7 @@ WORKLOADS = {
     "W4": "bench.w4_checkpoint",
     "W5": "bench.w5_overhead",
     "W6": "bench.w6_transformer",
+    "W8": "bench.w8_gmm",
 }
 
 __all__ = ["WORKLOADS"]
