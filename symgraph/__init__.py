@@ -9,6 +9,7 @@ from .ops import (  # noqa: F401  (the rule modules register the primitives; sym
     custom as _custom_ops,
     elementwise as _elementwise_ops,
     linalg as _linalg_ops,
+    loops as _loop_ops,
     remat as _remat_ops,
     scan as _scan_ops,
     special as _special_ops,
@@ -46,6 +47,7 @@ from .tracing import trace
 from .batching import vmap
 from .compile import CompiledFunction, compile  # noqa: A004  (sg.compile, per the API)
 from .custom import custom_jvp, custom_vjp
+from .control import fori_loop, scan
 from .testing import check_grads, check_vjp_jvp
 from .eager import config
 from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, stop_gradient, value_and_grad, vjp
@@ -60,7 +62,7 @@ __version__ = "0.1.0"
 __all__ = [
     "trace", "Graph", "Node", "Builder", "evaluate", "numpy", "viz", "nn", "optim", "random",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient",
-    "vmap", "custom_vjp", "custom_jvp", "config", "check_vjp_jvp",
+    "vmap", "scan", "fori_loop", "custom_vjp", "custom_jvp", "config", "check_vjp_jvp",
     "elementwise_grad", "deriv", "grad_named", "make_vjp", "make_jvp", "linearize", "vector_jacobian_product",
     "tensor_jacobian_product", "hessian_tensor_product", "hessian_vector_product", "make_hvp", "make_ggnvp",
     "compile", "CompiledFunction", "simplify", "check_grads",

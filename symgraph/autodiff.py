@@ -192,14 +192,31 @@ def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: S
         c = L.cast(c, o.dtype)
         cts[o] = _accumulate(cts.get(o), c)
     wrt_set = set(wrt)
+    groups = _groups(order, dep)
     for n in reversed(order):
         ct = cts.get(n)
+        members = groups.get(n)
+        if members is not None:  # an output of a multi-output op: all its siblings' cotangents at once
+            if n is not members[0]:
+                continue  # the group is handled at its first member, after every member's readers
+            group_cts = {m.attr("index"): cts[m] for m in members if m in cts}
+            if not group_cts:
+                continue
+            ct = next(iter(group_cts.values()))
         if ct is None or not n.inputs:
             continue
         if n in wrt_set and not any(x in dep for x in n.inputs):
             continue
         op = n.op
         if not op.differentiable:
+            continue
+        if members is not None:
+            prev = set_build_context(meta(n).location, "backward")
+            try:
+                in_cts = op.extra["group_vjp"](group_cts, n)
+            finally:
+                set_build_context(*prev)
+            _add_input_cts(cts, n, in_cts, dep)
             continue
         if op.vjp is None:
             raise UnsupportedOpError(f"op {op.name} has no derivative rule (VJP), and the derivative is needed",
@@ -221,17 +238,36 @@ def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: S
                 in_cts = tuple(None if c is None else _masked(mask[0], c, mask[2]) for c in op.vjp(mask[1], n))
             elif mask is None or op.kind == "elementwise":
                 in_cts = op.vjp(ct, n)
-            for x, c in zip(n.inputs, in_cts):
-                if c is None or x not in dep:
-                    continue
-                if c.shape != x.shape:  # pragma: no cover - a rule bug
-                    raise ShapeError(f"VJP rule of {op.name} gave a cotangent of shape {c.shape} for input {x.shape}")
-                if c.dtype != x.dtype:
-                    c = L.cast(c, x.dtype)
-                cts[x] = _accumulate(cts.get(x), c)
+            _add_input_cts(cts, n, in_cts, dep)
         finally:
             set_build_context(*prev)
     return [cts.get(w) for w in wrt]
+
+
+def _add_input_cts(cts: dict, n: Node, in_cts: Sequence[Node | None], dep: set) -> None:
+    """Accumulate the cotangents a VJP rule gave for n's inputs."""
+    for x, c in zip(n.inputs, in_cts):
+        if c is None or x not in dep:
+            continue
+        if c.shape != x.shape:  # pragma: no cover - a rule bug
+            raise ShapeError(f"VJP rule of {n.op.name} gave a cotangent of shape {c.shape} for input {x.shape}")
+        if c.dtype != x.dtype:
+            c = L.cast(c, x.dtype)
+        cts[x] = _accumulate(cts.get(x), c)
+
+
+def _groups(order: Sequence[Node], dep: set) -> dict[Node, list[Node]]:
+    """The outputs of multi-output ops (`Op.extra["group_vjp"]`): node -> its siblings in `order`, first first.
+
+    Siblings are the nodes of one op with the same `Op.extra["group_key"]` (a loop's output leaves share
+    their inputs and region); reverse mode gives all their cotangents to one rule (`group_vjp`).
+    """
+    found: dict[tuple, list[Node]] = {}
+    for n in order:
+        ex = n.op.extra
+        if ex and "group_vjp" in ex and n in dep:
+            found.setdefault((n.op.name,) + tuple(ex["group_key"](n)), []).append(n)
+    return {m: ms for ms in found.values() for m in ms}
 
 
 def _needed(order: Sequence[Node], outputs: Sequence[Node]) -> set[Node]:

@@ -62,6 +62,8 @@ LAYERS = {
     "symgraph.transforms": 8,
     "symgraph.derived": 8,
     "symgraph.batching": 8,
+    "symgraph.regions": 8,  # loop regions: the rules of the scan op (they differentiate and batch bodies)
+    "symgraph.control": 8,  # scan, fori_loop
     "symgraph.testing": 8,
     "symgraph.numpy_backend": 8,
     "symgraph.compile": 8,

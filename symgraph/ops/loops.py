@@ -1,0 +1,59 @@
+"""Loop regions: the `scan` primitive, whose record holds a traced loop body (`symgraph.control`).
+
+`scan(*consts, *init, *xs; region, index)` is output leaf `index` of a loop
+(JAX's `lax.scan`): the region (a `symgraph.control.Region`) holds the body
+sub-graph, traced once, with inputs (consts, carry, x) and outputs (carry, y),
+and the static facts (trip count, direction). Outputs 0..nk-1 are the final
+carries, the rest the per-step ys stacked along a new leading axis. Nodes are
+single values, so a loop with several outputs is several `scan` nodes with the
+same inputs and region, one per `index` (siblings):
+- the evaluator runs the loop once for all siblings (the region keeps the
+  last run, checked against its inputs);
+- reverse mode sees the siblings as one group (`Op.extra["group_vjp"]`,
+  `"group_key"`): their cotangents go into one backward loop;
+- forward mode and batching build one derived loop per region and tangent
+  or batch pattern (memoized on the region), so siblings share it.
+
+The rules are the region's methods: the record delegates to `node.attr("region")`,
+as `custom_vjp_call` delegates to its rule (symgraph.ops.custom).
+"""
+
+from __future__ import annotations
+
+from .core import Op, register
+
+
+def _shape(*shapes, region, index):
+    return region.out_shape(index, shapes)
+
+
+def _dtype(*dtypes, region, index):
+    return region.out_dtype(index, dtypes)
+
+
+def _impl(*xs, region, index):
+    return region.run(xs)[index]
+
+
+def _vjp(ct, node):  # one output at a time (the group rule below is what reverse mode calls)
+    return node.attr("region").vjp_group({node.attr("index"): ct}, node)
+
+
+def _jvp(tangents, node):
+    return node.attr("region").jvp(tangents, node)
+
+
+def _batch(node, bargs, size):
+    return node.attr("region").batch(node, bargs, size)
+
+
+def _flops(node):
+    return node.attr("region").flops()
+
+
+register(Op("scan", None, "opaque", _shape, _dtype, _impl, _vjp, _jvp,
+            doc="output leaf `index` of a loop over a traced body (lax.scan): final carries, then stacked ys",
+            cheap=False, foldable=False, batch=_batch, flops=_flops,
+            extra={"group_vjp": lambda cts, node: node.attr("region").vjp_group(cts, node),
+                   "group_key": lambda node: (node.inputs, node.attr("region")),
+                   "region": True}))

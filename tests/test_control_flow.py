@@ -1,0 +1,204 @@
+"""Loops that stay loops: sg.scan and sg.fori_loop against plain Python loops.
+
+Values and gradients are compared with the same function written as a Python
+loop (which traces unrolled), derivatives with check_grads (both modes, order
+2), vmap with a Python loop over the batch, and bad bodies with clear errors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import symgraph as sg
+
+RNG = np.random.default_rng(19)
+W = RNG.normal(size=(4, 4)) * 0.5
+U = RNG.normal(size=(3, 4))
+XS = RNG.normal(size=(6, 3))
+
+
+def _step(W, U):
+    def step(c, x):
+        h, k = c
+        h = np.tanh(h @ W + x @ U)
+        return (h, k + 1), np.sum(h * h)
+    return step
+
+
+def rnn(W, U, xs):
+    (h, k), ys = sg.scan(_step(W, U), (np.zeros(4), 0), xs)
+    return np.sum(h ** 2) + np.sum(ys * np.arange(1.0, 7.0)) * k
+
+
+def rnn_loop(W, U, xs):
+    h, k, ys = np.zeros(4), 0, []
+    for x in xs:
+        (h, k), y = _step(W, U)((h, k), x)
+        ys.append(y)
+    return np.sum(h ** 2) + np.sum(np.stack(ys) * np.arange(1.0, 7.0)) * k
+
+
+def test_scan_values_match_python_loop():
+    def f(h, x):
+        h = np.tanh(0.9 * h + x)
+        return h, {"y": 2 * h, "z": x}
+    xs = np.linspace(0.0, 1.0, 5)
+    c, ys = sg.scan(f, 0.1, xs)
+    h, ref = 0.1, []
+    for x in xs:
+        h, y = f(h, x)
+        ref.append(y["y"])
+    np.testing.assert_allclose(c, h, rtol=1e-15)
+    np.testing.assert_allclose(ys["y"], ref, rtol=1e-15)
+    np.testing.assert_array_equal(ys["z"], xs)
+    assert sg.trace(rnn, W, U, XS).evaluate(W, U, XS) == pytest.approx(rnn_loop(W, U, XS), rel=1e-14)
+
+
+def test_scan_graph_does_not_grow_with_length():
+    def f(h, xs):
+        return sg.scan(lambda c, x: (np.sin(c) * x, c), h, xs)[0]
+    n10 = len(sg.trace(f, 0.5, np.ones(10)))
+    n1000 = len(sg.trace(f, 0.5, np.ones(1000)))
+    assert n10 == n1000
+
+
+def test_scan_reverse_and_length_only():
+    xs = np.arange(4.0)
+    c, ys = sg.scan(lambda c, x: (0.5 * c + x, c), 1.0, xs, reverse=True)
+    cr, ysr = 1.0, [0.0] * 4
+    for t in range(3, -1, -1):
+        ysr[t] = cr
+        cr = 0.5 * cr + xs[t]
+    assert c == cr and list(ys) == ysr
+    c, ys = sg.scan(lambda c, x: (c * 2.0, None), 1.0, length=5)
+    assert c == 32.0 and ys is None
+    c, ys = sg.scan(lambda c, x: (c, c), np.ones(2), length=0)
+    assert ys.shape == (0, 2)
+
+
+def test_scan_gradients_match_python_loop():
+    g = sg.grad(rnn, argnums=(0, 1, 2))(W, U, XS)
+    r = sg.grad(rnn_loop, argnums=(0, 1, 2))(W, U, XS)
+    for a, b in zip(g, r):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_scan_check_grads_order_2():
+    sg.check_grads(rnn, (W, U, XS), order=2)
+
+
+def test_grad_of_grad_and_hessian_through_scan():
+    def f(a, xs):
+        return sg.scan(lambda c, x: (np.sin(c * a + x), c), 1.0, xs)[0]
+
+    def f_loop(a, xs):
+        c = 1.0
+        for x in xs:
+            c = np.sin(c * a + x)
+        return c
+    xs = np.linspace(-1, 1, 5)
+    assert sg.grad(sg.grad(f))(0.3, xs) == pytest.approx(sg.grad(sg.grad(f_loop))(0.3, xs), rel=1e-12)
+    assert sg.grad(sg.grad(sg.grad(f)))(0.3, xs) == pytest.approx(sg.grad(sg.grad(sg.grad(f_loop)))(0.3, xs),
+                                                                  rel=1e-11)
+    np.testing.assert_allclose(sg.hessian(rnn)(W, U, XS), sg.hessian(rnn_loop)(W, U, XS), rtol=1e-10, atol=1e-12)
+
+
+def test_jvp_through_scan():
+    t = tuple(RNG.normal(size=a.shape) for a in (W, U, XS))
+    v, jv = sg.jvp(rnn, (W, U, XS), t)
+    vr, jvr = sg.jvp(rnn_loop, (W, U, XS), t)
+    assert v == pytest.approx(vr, rel=1e-14) and jv == pytest.approx(jvr, rel=1e-12)
+
+
+def test_nested_scans_close_over_outer_carry():
+    def nest(a, xs):
+        def outer(c, x):
+            d, _ = sg.scan(lambda d, z: (d * a + z * c, d), x, np.arange(3.0))
+            return c + np.sin(d), d
+        return sg.scan(outer, 0.3, xs)[0]
+
+    def nest_loop(a, xs):
+        c = 0.3
+        for x in xs:
+            d = x
+            for z in np.arange(3.0):
+                d = d * a + z * c
+            c = c + np.sin(d)
+        return c
+    xs = XS[:, 0]
+    assert nest(0.7, xs) == pytest.approx(nest_loop(0.7, xs), rel=1e-14)
+    for a, b in zip(sg.grad(nest, argnums=(0, 1))(0.7, xs), sg.grad(nest_loop, argnums=(0, 1))(0.7, xs)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    sg.check_grads(nest, (0.7, xs), order=2)
+
+
+def test_vmap_of_scan():
+    hs = RNG.normal(size=(3, 4))
+
+    def f(h0, xs):
+        return sg.scan(lambda h, x: (np.tanh(h @ W + x @ U), np.sum(h)), h0, xs)
+
+    c, ys = sg.vmap(f, in_axes=(0, None))(hs, XS)
+    xb = RNG.normal(size=(2, 6, 3))
+    c2, ys2 = sg.vmap(f, in_axes=(None, 0))(hs[0], xb)
+    for i in range(3):
+        ci, yi = f(hs[i], XS)
+        np.testing.assert_allclose(c[i], ci, rtol=1e-14)
+        np.testing.assert_allclose(ys[i], yi, rtol=1e-14)
+    for i in range(2):
+        ci, yi = f(hs[0], xb[i])
+        np.testing.assert_allclose(c2[i], ci, rtol=1e-14)
+        np.testing.assert_allclose(ys2[i], yi, rtol=1e-14)
+    per_example = sg.vmap(sg.grad(rnn), in_axes=(None, None, 0))(W, U, np.stack([XS, 2 * XS]))
+    np.testing.assert_allclose(per_example[1], sg.grad(rnn_loop)(W, U, 2 * XS), rtol=1e-12)
+
+
+def test_fori_loop():
+    assert sg.fori_loop(0, 5, lambda i, v: v * 2 + i, 1.0) == 58.0
+    assert sg.fori_loop(3, 3, lambda i, v: v * 2, 1.5) == 1.5
+
+    def f(a):
+        return sg.fori_loop(0, 5, lambda i, v: np.sin(v * a + i), 1.0)
+
+    def f_loop(a):
+        v = 1.0
+        for i in range(5):
+            v = np.sin(v * a + i)
+        return v
+    assert sg.grad(f)(0.3) == pytest.approx(sg.grad(f_loop)(0.3), rel=1e-13)
+    sg.check_grads(f, (0.3,), order=2)
+
+
+def test_compiled_numpy_backend_matches_evaluator():
+    f = sg.compile(sg.value_and_grad(rnn, argnums=(0, 1)), backend="numpy")
+    v, (gw, gu) = f(W, U, XS)
+    vr, (rw, ru) = sg.value_and_grad(rnn_loop, argnums=(0, 1))(W, U, XS)
+    assert v == pytest.approx(vr, rel=1e-14)
+    np.testing.assert_allclose(gw, rw, rtol=1e-12)
+
+
+def test_carry_shape_and_dtype_changes_are_named():
+    with pytest.raises(sg.ShapeError, match=r"shape of carry\[1\].*\(2,\).*\(3,\)"):
+        sg.scan(lambda c, x: ((c[0], np.ones(3)), None), (1.0, np.ones(2)), length=3)
+    with pytest.raises(sg.DTypeError, match=r"dtype of carry.*float32.*float64"):
+        sg.scan(lambda c, x: (c * np.float64(2.0), None), np.float32(1.0), length=3)
+    with pytest.raises(sg.SymgraphError, match="structure"):
+        sg.scan(lambda c, x: ((c, c), None), 1.0, length=3)
+    with pytest.raises(sg.SymgraphError, match="pair"):
+        sg.scan(lambda c, x: c, 1.0, length=3)
+
+
+def test_bad_lengths_and_bounds():
+    with pytest.raises(sg.ShapeError, match=">= 0"):
+        sg.scan(lambda c, x: (c, None), 1.0, length=-1)
+    with pytest.raises(sg.ShapeError, match="leading length 4"):
+        sg.scan(lambda c, x: (c, None), 1.0, (np.ones(3), np.ones(4)))
+    with pytest.raises(sg.ShapeError, match="length=5"):
+        sg.scan(lambda c, x: (c, None), 1.0, np.ones(3), length=5)
+    with pytest.raises(sg.ShapeError, match="give xs or length"):
+        sg.scan(lambda c, x: (c, None), 1.0)
+    with pytest.raises(sg.SymgraphError, match="while_loop"):
+        sg.trace(lambda n: sg.fori_loop(0, n, lambda i, v: v, 1.0), 3)
+    with pytest.raises(sg.SymgraphError, match="unroll"):
+        sg.scan(lambda c, x: (c, None), 1.0, length=2, unroll=0)
