@@ -19,6 +19,7 @@ from . import tracing as _tracing  # noqa: F401  (installs the array interface o
 from . import nn, numpy, optim, random, viz  # noqa: F401  (viz installs Graph.dump, to_dot, render, to_networkx)
 from .errors import (
     DTypeError,
+    FloatingPointError,
     NonScalarOutputError,
     ShapeError,
     SymgraphError,
@@ -71,5 +72,5 @@ __all__ = [
     "dots_saveable", "save_only_these_names", "save_any_names_but_these",
     "tree_map", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure",
     "SymgraphError", "ShapeError", "DTypeError", "NonScalarOutputError", "TracerConversionError",
-    "UnsupportedOpError",
+    "UnsupportedOpError", "FloatingPointError",
 ]

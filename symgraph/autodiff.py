@@ -222,7 +222,7 @@ def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: S
             raise UnsupportedOpError(f"op {op.name} has no derivative rule (VJP), and the derivative is needed",
                                      meta(n).location)
         # source_location(meta(n).location) and role("backward") for the rule, set cheaply (per node)
-        prev = set_build_context(meta(n).location, "backward")
+        prev = set_build_context(meta(n).location, "backward", op.name)
         try:
             mask = None
             # selection ops (`Op.selects`) build their own masks in their VJP rules; masks are not
@@ -327,7 +327,7 @@ def jvp_nodes(outputs: Sequence[Node], wrt: Sequence[Node], tangents: Sequence[N
         if op.jvp is None:
             raise UnsupportedOpError(f"op {op.name} has no forward-mode rule (JVP), and the derivative is needed",
                                      meta(n).location)
-        prev = set_build_context(meta(n).location, "tangent")  # source_location + role, per node
+        prev = set_build_context(meta(n).location, "tangent", n.op.name)  # source_location + role, per node
         try:
             t = op.jvp(ts, n)
         finally:

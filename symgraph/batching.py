@@ -87,7 +87,7 @@ def batch_nodes(outputs: Sequence[Node], subst: dict[Node, Node], size: int) -> 
             continue
         bargs = [bat.get(x) for x in n.inputs]
         m = meta(n)
-        with source_location(m.location), role(m.role):
+        with source_location(m.location), role(m.role, m.origin):
             out = _rule_for(n)(n, bargs, size)
         if out.shape != (size,) + n.shape:  # pragma: no cover - a rule bug
             raise ShapeError(f"batching rule of {n.op.name} gave shape {out.shape}, expected {(size,) + n.shape}")

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import viz
+from . import debugging, viz
 from .backend import Executable, backend_names, check_backend_name, get_backend
 from .closures import ClosedOverArrays
 from .errors import SymgraphError
@@ -181,9 +181,10 @@ class CompiledFunction:
         sig = self._last
         if sig is not None and sig.fast is not None and not kwargs and (sig.closed_over is None
                                                                      or not sig.closed_over.changed()):
-            r = sig.fast(args)
-            if r is not _MISS:
-                return r
+            if not debugging.DEBUG_NANS:  # config.debug_nans takes the slow path, which checks the outputs
+                r = sig.fast(args)
+                if r is not _MISS:
+                    return r
         return self._call_slow(args, kwargs)
 
     def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, tuple, dict]:
@@ -254,7 +255,17 @@ class CompiledFunction:
                     sig = self._build(key, dyn, statics, kwargs)
                     self._cache[key] = sig
         self._last = sig
+        if debugging.DEBUG_NANS:
+            return self._run_checked(sig, dleaves)
         return sig.run(dleaves)
+
+    def _run_checked(self, sig: _Signature, leaves: list[Any]) -> Any:
+        """`sig.run(leaves)`, then raise `sg.FloatingPointError` on a NaN/inf a node produced (`debugging`)."""
+        # donated arguments are overwritten by the run: the re-run needs their values from before
+        kept = [np.array(x, copy=True) for x in leaves] if self.donate_argnums else list(leaves)
+        outs = sig.exe.run(leaves)
+        debugging.check_outputs(sig.graph, kept, outs, f"compile({self._name})")
+        return tree_unflatten(sig.out_tree, outs)
 
     # ----- building -----
 

@@ -7,6 +7,7 @@ and end with the user's source line recorded at trace time.
 
 from __future__ import annotations
 
+import builtins
 import os
 import sys
 import threading
@@ -19,6 +20,7 @@ __all__ = [
     "NonScalarOutputError",
     "TracerConversionError",
     "UnsupportedOpError",
+    "FloatingPointError",
     "SourceLocation",
     "user_location",
 ]
@@ -133,3 +135,25 @@ class TracerConversionError(SymgraphError, TypeError):
 
 class UnsupportedOpError(SymgraphError, TypeError):
     """A NumPy function, argument or derivative that symgraph has no rule for."""
+
+
+class FloatingPointError(SymgraphError, builtins.FloatingPointError):
+    """A NaN or inf that a node produced, found with `config.debug_nans` (see `symgraph.debugging`).
+
+    Also a builtin `FloatingPointError` (what `np.errstate(all="raise")` raises).
+
+    Attributes:
+        node: the first node that produced it (None when the backend's arithmetic did and NumPy's does not).
+        op: its op name; role: forward, backward, tangent or recomputed; location: the user's line;
+        origin: for a node built by a derivative rule, the forward op whose derivative it is;
+        kind: "NaN" or "inf".
+    """
+
+    def __init__(self, message: str, location: SourceLocation | None = None, *, node: object = None,
+                 op: str | None = None, role: str | None = None, origin: str | None = None, kind: str = "NaN"):
+        super().__init__(message, location)
+        self.node = node
+        self.op = op
+        self.role = role
+        self.origin = origin
+        self.kind = kind

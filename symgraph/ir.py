@@ -89,13 +89,20 @@ class ConstValue:
 
 
 class NodeMeta:
-    """Side-table metadata of a node (not part of its identity)."""
+    """Side-table metadata of a node (not part of its identity).
 
-    __slots__ = ("location", "role")
+    `location` is the user's source line, `role` one of forward, backward,
+    tangent, recomputed; `origin` is, for a node built by a derivative rule
+    (backward, tangent), the op name of the forward node whose rule built it
+    (its location is then that forward node's line), else None.
+    """
 
-    def __init__(self, location: SourceLocation | None, role: str):
+    __slots__ = ("location", "role", "origin")
+
+    def __init__(self, location: SourceLocation | None, role: str, origin: str | None = None):
         self.location = location
         self.role = role
+        self.origin = origin
 
 
 _DEFAULT_META = NodeMeta(None, "forward")
@@ -115,16 +122,23 @@ def current_role() -> str:
     return _ctx.role
 
 
-def set_build_context(location: SourceLocation | None, role_name: str) -> tuple:
-    """Set this thread's location override and role for nodes built from now on.
+def current_origin() -> str | None:
+    """The origin given to nodes built now in this thread (see `NodeMeta`, `role`)."""
+    return _ctx.origin
+
+
+def set_build_context(location: SourceLocation | None, role_name: str, origin: str | None = None) -> tuple:
+    """Set this thread's location override, role and origin for nodes built from now on.
 
     A cheap, non-context-manager form of `source_location` + `role` for passes
-    that switch context per node. Returns the previous (location, role) so the
-    caller can restore it.
+    that switch context per node (`origin`: see `NodeMeta`). Returns the
+    previous (location, role, origin) so the caller can restore it.
     """
-    prev = (getattr(_override, "loc", None), _ctx.role)
+    c = _ctx
+    prev = (getattr(_override, "loc", None), c.role, c.origin)
     _override.loc = location
-    _ctx.role = role_name
+    c.role = role_name
+    c.origin = origin
     return prev
 
 
@@ -157,6 +171,7 @@ class _Ctx(threading.local):
     def __init__(self) -> None:
         self.builders: list[Builder] = []
         self.role: str = "forward"
+        self.origin: str | None = None  # the forward op whose derivative rule is building nodes (NodeMeta)
 
 
 _ctx = _Ctx()
@@ -174,14 +189,15 @@ def source_location(loc: SourceLocation | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def role(name: str) -> Iterator[None]:
-    """Mark nodes built inside the block with a role: forward, backward, recomputed."""
-    prev = _ctx.role
+def role(name: str, origin: str | None = None) -> Iterator[None]:
+    """Mark nodes built inside the block with a role (forward, backward, recomputed) and origin (`NodeMeta`)."""
+    prev = _ctx.role, _ctx.origin
     _ctx.role = name
+    _ctx.origin = origin
     try:
         yield
     finally:
-        _ctx.role = prev
+        _ctx.role, _ctx.origin = prev
 
 
 class _NodeSlots:
@@ -490,7 +506,7 @@ class Builder:
         for x, y in zip(inputs, old):
             if type(x) is not Node or (x.shape != y.shape or (x.dtype is not y.dtype and x.dtype != y.dtype)):
                 return self._create(key, op, inputs, node.attrs, node.tag, meta)
-        m = NodeMeta(user_location(), _ctx.role) if meta is None else meta
+        m = NodeMeta(user_location(), _ctx.role, _ctx.origin) if meta is None else meta
         with self._lock:
             found = self._table.get(key)
             if found is not None:
@@ -528,7 +544,7 @@ class Builder:
         if shape and (min(shape) < 0 or math.prod(shape) * dtype.itemsize >= 2**63):
             raise ShapeError(f"{op.name}: result shape {shape} ({dtype}) has a negative dimension or more bytes "
                              f"than can be addressed")
-        m = NodeMeta(user_location(), _ctx.role) if meta is None else meta
+        m = NodeMeta(user_location(), _ctx.role, _ctx.origin) if meta is None else meta
         with self._lock:
             node = self._table.get(key)
             if node is not None:

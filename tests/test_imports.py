@@ -56,7 +56,8 @@ LAYERS = {
     "symgraph.signature": 7,
     "symgraph.interpreter": 7,
     "symgraph.backend": 7,  # the backend protocol and registry (backends are loaded by name)
-    "symgraph.eager": 7,  # what transformations called on arrays do: trace, simplify, evaluate
+    "symgraph.eager": 7,
+    "symgraph.debugging": 7,  # config.debug_nans: re-runs a graph op by op to find the first NaN/inf producer  # what transformations called on arrays do: trace, simplify, evaluate
     # the user API: transformations of functions (on arrays they trace, simplify and evaluate), compile
     # and the backend it ships
     "symgraph.transforms": 8,

@@ -76,7 +76,7 @@ def _strip_markers(graph: Graph) -> tuple[Graph, _Marks]:
                 new[n] = n
                 continue
             m = meta(n)
-            with source_location(m.location), role(m.role):
+            with source_location(m.location), role(m.role, m.origin):
                 new[n] = b.make(n.op, ins, n.attrs, n.tag)
     for n, s in names.items():
         marks.names[n] = frozenset(s)

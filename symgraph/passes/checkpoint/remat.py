@@ -130,7 +130,8 @@ def rematerialize(a: _Analysis, plan: Plan) -> Graph:
                 new[n] = n
                 continue
             m = meta(n)
-            with source_location(m.location), role(m.role if m.role in ("backward", "recomputed") else "backward"):
+            with source_location(m.location), role(m.role if m.role in ("backward", "recomputed") else "backward",
+                                                         m.origin):
                 new[n] = b.make(n.op, ins, n.attrs, n.tag)
     g = a.graph
     return Graph(g.inputs, [new[o] for o in g.outputs], g.in_tree, g.out_tree, name=g.name)

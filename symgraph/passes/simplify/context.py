@@ -73,7 +73,7 @@ class _PassBuilder(Builder):
         m = self._meta
         if m is not self._synced:
             self._synced = m
-            set_build_context(m.location if m.location is not None else _NOLOC, m.role)
+            set_build_context(m.location if m.location is not None else _NOLOC, m.role, m.origin)
         inputs = tuple(inputs)
         if _swapped(op, inputs):
             inputs = (inputs[1], inputs[0]) + inputs[2:]
