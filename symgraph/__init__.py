@@ -13,6 +13,7 @@ from .ops import (  # noqa: F401  (the rule modules register the primitives; sym
     remat as _remat_ops,
     scan as _scan_ops,
     special as _special_ops,
+    spectral as _spectral_ops,
     structural as _structural_ops,
 )
 from . import tracing as _tracing  # noqa: F401  (installs the array interface of nodes)
@@ -20,6 +21,7 @@ from . import nn, numpy, optim, random, viz  # noqa: F401  (viz installs Graph.d
 from .errors import (
     DTypeError,
     FloatingPointError,
+    LinAlgError,
     NonScalarOutputError,
     ShapeError,
     SymgraphError,
@@ -72,5 +74,5 @@ __all__ = [
     "dots_saveable", "save_only_these_names", "save_any_names_but_these",
     "tree_map", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure",
     "SymgraphError", "ShapeError", "DTypeError", "NonScalarOutputError", "TracerConversionError",
-    "UnsupportedOpError", "FloatingPointError",
+    "UnsupportedOpError", "FloatingPointError", "LinAlgError",
 ]

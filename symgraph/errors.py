@@ -13,6 +13,8 @@ import sys
 import threading
 from typing import NamedTuple
 
+import numpy as np
+
 __all__ = [
     "SymgraphError",
     "ShapeError",
@@ -21,6 +23,7 @@ __all__ = [
     "TracerConversionError",
     "UnsupportedOpError",
     "FloatingPointError",
+    "LinAlgError",
     "SourceLocation",
     "user_location",
 ]
@@ -157,3 +160,8 @@ class FloatingPointError(SymgraphError, builtins.FloatingPointError):
         self.role = role
         self.origin = origin
         self.kind = kind
+
+
+class LinAlgError(SymgraphError, np.linalg.LinAlgError):
+    """A linear-algebra routine that cannot give a result: a non-finite matrix, or LAPACK's info != 0
+    (an SVD or eigensolver that did not converge). Also a `numpy.linalg.LinAlgError`."""

@@ -13,7 +13,7 @@ The package is split by concern, and this module re-exports every name:
 `logic` (comparisons, logical and bool-mask bitwise ops, where) are the
 elementwise functions; `reductions`, `layout` (reshape, transpose, joining,
 take), `creation` (asarray, zeros_like, random values), `linear_algebra`
-(matmul, einsum, norm, `linalg`), `nn` (composites), `base` (dtype and
+(matmul, einsum, norm, `linalg`), `decompositions` (eigh, svd, qr and what is built on them), `nn` (composites), `base` (dtype and
 constant names); `tables` holds `UFUNCS` and `FUNCTIONS`, through which
 tracing dispatches NumPy's protocols, merging the `UFUNCS` and `FUNCTIONS`
 each module declares at its end. A new NumPy function goes in the module of
@@ -26,6 +26,7 @@ from __future__ import annotations
 from .arithmetic import *  # noqa: F401,F403  (each module's __all__ is its public names)
 from .base import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
+from .decompositions import *  # noqa: F401,F403
 from .elementary import *  # noqa: F401,F403
 from .layout import *  # noqa: F401,F403
 from .linear_algebra import *  # noqa: F401,F403

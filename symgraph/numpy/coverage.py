@@ -57,6 +57,8 @@ _PROBES: dict[str, tuple] = {
     "np.select": (["b"], ["x"]),
     "np.piecewise": ("x", ["b"], [_np.negative]),
     "np.put_along_axis": ("x", _np.array([0, 2]), 1.0, 0),
+    "np.linalg.matrix_power": ("m", 3),
+    "np.linalg.matrix_rank": ("m",),
 }
 
 

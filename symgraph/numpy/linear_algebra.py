@@ -15,6 +15,8 @@ from ..errors import ShapeError, UnsupportedOpError
 from ..ir import Node
 from ..ops.core import normalize_axes
 from .arithmetic import abs as _abs, multiply, power
+from . import decompositions as _dec
+from .decompositions import matrix_norm_sv
 from .base import _ndim, _shape
 from .elementary import sqrt
 from .layout import ravel, reshape
@@ -63,8 +65,8 @@ def _vector_norm(x: Any, ord: Any, ax: int) -> Any:
 
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
-    """np.linalg.norm: vector norms (every ord) over one axis, matrix norms (None/'fro', 1, -1, inf, -inf)
-    over two; with axis None, a 1-d or 2-d x picks by its rank (any rank for ord None: the 2-norm of the
+    """np.linalg.norm: vector norms (every ord) over one axis, matrix norms (None/'fro', 1, -1, inf, -inf, and 2, -2, 'nuc' from the
+    singular values, `decompositions.matrix_norm_sv`) over two; with axis None, a 1-d or 2-d x picks by its rank (any rank for ord None: the 2-norm of the
     flattened x).
 
     Conventions at kinks: |x| has derivative sign(x) (0 at 0); the 2-norm, 'fro' and p-norms (p > 0) have
@@ -72,7 +74,6 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     share the derivative equally. ord=0 counts nonzeros (zero derivative). Integers give float64.
 
     Raises:
-        UnsupportedOpError: the matrix norms that need singular values (2, -2, 'nuc').
         ShapeError: an invalid ord, or axes that do not fit x.
     """
     if not isinstance(x, Node):
@@ -97,8 +98,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     if r == c:
         raise ShapeError("norm: duplicate axes given")
     if ord in (2, -2, "nuc"):
-        raise UnsupportedOpError(f"norm(ord={ord!r}) of a matrix needs singular values (an SVD), which symgraph "
-                                 f"does not have yet")
+        return matrix_norm_sv(x, ord, (r, c), keepdims)
     if ord is None or ord in ("fro", "f"):
         out = _safe_sqrt(sum(multiply(x, x), (r, c)))
     elif ord in (1, -1):
@@ -309,6 +309,17 @@ class linalg:  # noqa: N801  (mirrors np.linalg)
     """The subset of np.linalg that traces."""
 
     norm = staticmethod(norm)
+    eigh = staticmethod(_dec.eigh)
+    eigvalsh = staticmethod(_dec.eigvalsh)
+    svd = staticmethod(_dec.svd)
+    svdvals = staticmethod(_dec.svdvals)
+    qr = staticmethod(_dec.qr)
+    pinv = staticmethod(_dec.pinv)
+    lstsq = staticmethod(_dec.lstsq)
+    matrix_rank = staticmethod(_dec.matrix_rank)
+    matrix_power = staticmethod(_dec.matrix_power)
+    multi_dot = staticmethod(_dec.multi_dot)
+    cond = staticmethod(_dec.cond)
 
 
 # ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----

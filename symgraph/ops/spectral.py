@@ -1,0 +1,509 @@
+"""Spectral decompositions as primitives: eigh, eigvalsh, svd, svdvals, qr (real float32/float64, batched).
+
+Every op works on the last two axes and is batched over the leading ones.
+IR nodes have one output, so the decompositions with several results pack
+them into one array, which `symgraph.numpy.decompositions` slices apart
+(views, free in compiled code):
+
+- ``eigh(A)`` -> (..., n+1, n): row 0 the eigenvalues w (ascending), rows
+  1..n the eigenvector matrix V (column j belongs to w[j]). The input is
+  taken as symmetric: the op is eigh((A + A^T)/2), and the trace-time caller
+  builds a symmetric input from the triangle NumPy reads (`uplo`).
+- ``svd(A)`` -> (..., m+1+n, p): rows 0..m-1 U, row m the singular values
+  s (descending), rows m+1.. V = Vt^T. Reduced (``full=False``, p = min(m, n))
+  or full (``full=True``, p = max(m, n), U (m, m) and V (n, n) padded with
+  zero columns, s with zeros).
+- ``qr(A)`` -> (..., m+n, q): rows 0..m-1 Q (m, q), rows m.. R^T (n, q);
+  q = min(m, n) (reduced) or m (``complete=True``).
+- ``eigvalsh(A)`` -> (..., n) and ``svdvals(A)`` -> (..., min(m, n)) compute
+  the values only (LAPACK jobz='N'); their derivatives bind eigh / svd.
+
+Values are NumPy's (the evaluator calls np.linalg, the LLVM backend the same
+LAPACK routines, ?syevd, ?gesdd, ?geqrf + ?orgqr), so the sign of every
+eigenvector and singular vector is LAPACK's. A non-finite input, or a LAPACK
+failure (info != 0), raises `symgraph.errors.LinAlgError`.
+
+Derivatives (written in graph ops, so they differentiate again):
+
+- eigh: Giles, "Collected matrix derivative results for forward and reverse
+  mode AD" (2008), sec. 3.1; Seeger, Hetzel, Dai, Meissner, Lawrence,
+  "Auto-differentiating linear algebra" (2017), sec. 3.
+- svd: Townsend, "Differentiating the singular value decomposition" (2016),
+  including the (I - U U^T) and (I - V V^T) terms of non-square matrices.
+- qr: Walter & Lehmann, "Algorithmic differentiation of linear algebra
+  functions with application in optimum experimental design" (2018), and
+  Roberts & Roberts, "QR and LQ decomposition matrix backpropagation
+  algorithms for square, wide, and deep matrices" (2020), for m >= n.
+
+Degeneracy convention: the terms 1/(w_j - w_i) (eigh) and 1/(s_j^2 - s_i^2)
+(svd) are set to 0 where |w_j - w_i| <= `GAP_RTOL` * n * eps * max|w| (the
+same with s^2), and 1/s_i to 0 where s_i <= n * eps * max(s). Then the
+derivative of any function invariant to the choice of basis inside a
+degenerate eigenspace (sums of eigenvalues, projectors, U diag(s) V^T) is
+finite and correct; the derivative of an individual eigenvector of a
+repeated eigenvalue is not defined, and this convention gives a finite
+value for it, not a meaningful one. The extra columns of the full SVD and of
+the complete QR of a tall matrix are not unique: their derivatives raise
+UnsupportedOpError.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import lax as L
+from ..errors import LinAlgError, ShapeError, UnsupportedOpError
+from .batch import rebind
+from .core import Op, float_only, register
+
+__all__ = ["GAP_RTOL", "eigh_flops", "svd_flops", "qr_flops"]
+
+#: Relative gap (in units of n * eps * max|w|) below which two eigenvalues (squared singular values) count as
+#: equal in the derivative rules: their 1/gap term is 0.
+GAP_RTOL = 1.0
+
+
+# ----- NumPy reference implementations (with LAPACK failures as LinAlgError) -----
+
+
+def _check_finite(a: np.ndarray, op: str) -> None:
+    if a.size and not np.isfinite(a).all():
+        raise LinAlgError(f"{op}: the matrix contains NaN or infinity")
+
+
+def _lapack(op: str, fn, *args, **kw):
+    try:
+        return fn(*args, **kw)
+    except np.linalg.LinAlgError as e:
+        raise LinAlgError(f"{op}: LAPACK failed: {e}") from None
+
+
+def _eigh_impl(a, *, uplo):
+    _check_finite(a, "eigh")
+    w, v = _lapack("eigh", np.linalg.eigh, a, UPLO=uplo)
+    return np.concatenate([w[..., None, :], v], axis=-2)
+
+
+def _eigvalsh_impl(a, *, uplo):
+    _check_finite(a, "eigvalsh")
+    return _lapack("eigvalsh", np.linalg.eigvalsh, a, UPLO=uplo)
+
+
+def _svd_impl(a, *, full):
+    _check_finite(a, "svd")
+    m, n = a.shape[-2:]
+    u, s, vt = _lapack("svd", np.linalg.svd, a, full_matrices=full)
+    v = np.swapaxes(vt, -1, -2)
+    if not full:
+        return np.concatenate([u, s[..., None, :], v], axis=-2)
+    p = max(m, n)
+    out = np.zeros(a.shape[:-2] + (m + 1 + n, p), a.dtype)
+    out[..., :m, :m] = u
+    out[..., m, :s.shape[-1]] = s
+    out[..., m + 1:, :n] = v
+    return out
+
+
+def _svdvals_impl(a):
+    _check_finite(a, "svdvals")
+    return _lapack("svdvals", np.linalg.svd, a, compute_uv=False)
+
+
+def _qr_impl(a, *, complete):
+    _check_finite(a, "qr")
+    q, r = _lapack("qr", np.linalg.qr, a, mode="complete" if complete else "reduced")
+    return np.concatenate([q, np.swapaxes(r, -1, -2)], axis=-2)
+
+
+# ----- shape rules -----
+
+
+def _matrix(s, op):
+    if len(s) < 2:
+        raise ShapeError(f"{op}: needs a matrix (..., m, n), got shape {s}")
+    return s[:-2], s[-2], s[-1]
+
+
+def _square(s, op):
+    lead, m, n = _matrix(s, op)
+    if m != n:
+        raise ShapeError(f"{op}: needs square matrices, got shape {s}")
+    return lead, n
+
+
+def _eigh_shape(s, *, uplo):
+    lead, n = _square(s, "eigh")
+    return lead + (n + 1, n)
+
+
+def _eigvalsh_shape(s, *, uplo):
+    lead, n = _square(s, "eigvalsh")
+    return lead + (n,)
+
+
+def _svd_shape(s, *, full):
+    lead, m, n = _matrix(s, "svd")
+    return lead + (m + 1 + n, max(m, n) if full else min(m, n))
+
+
+def _svdvals_shape(s):
+    lead, m, n = _matrix(s, "svdvals")
+    return lead + (min(m, n),)
+
+
+def _qr_shape(s, *, complete):
+    lead, m, n = _matrix(s, "qr")
+    return lead + (m + n, m if complete else min(m, n))
+
+
+# ----- graph-op helpers for the rules -----
+
+
+def rows(x, lo: int, hi: int):
+    """Rows [lo, hi) of x along axis -2 (a slice node)."""
+    nd = x.ndim
+    return L.bind("slice", x, starts=(0,) * (nd - 2) + (lo, 0), stops=x.shape[:-2] + (hi, x.shape[-1]),
+                  steps=(1,) * nd)
+
+
+def cols(x, lo: int, hi: int):
+    """Columns [lo, hi) of x along axis -1."""
+    nd = x.ndim
+    return L.bind("slice", x, starts=(0,) * (nd - 1) + (lo,), stops=x.shape[:-1] + (hi,), steps=(1,) * nd)
+
+
+def row(x, i: int):
+    """Row i of x along axis -2, that axis dropped: (..., k)."""
+    r = rows(x, i, i + 1)
+    return L.reshape(r, x.shape[:-2] + (x.shape[-1],))
+
+
+def mT(x):
+    """The matrix transpose of the last two axes."""
+    return L.swap_last(x)
+
+
+def mm(a, b):
+    """Batched matrix product (operands of equal rank and batch)."""
+    return L.bind("matmul", a, b)
+
+
+def as_row(v):
+    """(..., k) -> (..., 1, k)."""
+    return L.reshape(v, v.shape[:-1] + (1, v.shape[-1]))
+
+
+def as_col(v):
+    """(..., k) -> (..., k, 1)."""
+    return L.reshape(v, v.shape + (1,))
+
+
+def diag_part(x):
+    """The diagonal (..., k) of square matrices (..., k, k)."""
+    k = x.shape[-1]
+    return L.reduce("sum", L.mul(x, np.eye(k, dtype=x.dtype)), axis=-1)
+
+
+def diag_embed(v):
+    """Diagonal matrices (..., k, k) with diagonal v (..., k)."""
+    k = v.shape[-1]
+    return L.mul(as_row(v), np.eye(k, dtype=v.dtype))
+
+
+def tri_mask(x, k: int = 0, lower: bool = True):
+    """x with the entries outside the triangle zeroed (a select, so NaN and inf outside do not leak)."""
+    m, n = x.shape[-2:]
+    mask = np.tri(m, n, k, dtype=bool) if lower else ~np.tri(m, n, k - 1, dtype=bool)
+    return L.where(mask, x, 0.0)
+
+
+def _safe_recip(d, tol):
+    """1/d where |d| > tol, else 0 (a double select: the masked branch never divides by ~0)."""
+    small = L.binary("le", L.unary("abs", d), tol)
+    return L.where(small, 0.0, L.div(1.0, L.where(small, 1.0, d)))
+
+
+def inverse_gaps(w, n_scale: int):
+    """F (..., k, k) with F_ij = 1/(w_j - w_i), 0 on the diagonal and where the gap is below the tolerance."""
+    eps = float(np.finfo(w.dtype).eps)
+    d = L.sub(as_row(w), as_col(w))                    # d_ij = w_j - w_i
+    scale = L.reduce("max", L.unary("abs", w), axis=-1, keepdims=True)
+    tol = L.mul(as_col(scale), GAP_RTOL * n_scale * eps)  # (..., 1, 1)
+    return _safe_recip(d, L.broadcast_to(tol, d.shape))
+
+
+def safe_inverse_values(s, n_scale: int):
+    """1/s_i where s_i > n * eps * max(s), else 0 (the pseudo-inverse convention)."""
+    eps = float(np.finfo(s.dtype).eps)
+    scale = L.reduce("max", L.unary("abs", s), axis=-1, keepdims=True)
+    tol = L.broadcast_to(L.mul(scale, n_scale * eps), s.shape)
+    return _safe_recip(s, tol)
+
+
+def _sym(x):
+    return L.mul(L.add(x, mT(x)), 0.5)
+
+
+def _pack(*parts):
+    return parts[0] if len(parts) == 1 else L.bind("concatenate", *parts, axis=parts[0].ndim - 2)
+
+
+# ----- eigh -----
+
+
+def eigh_parts(node):
+    """(w, V) of an eigh node."""
+    n = node.shape[-1]
+    return row(node, 0), rows(node, 1, n + 1)
+
+
+def _eigh_jvp(tangents, node):
+    (t,) = tangents
+    if t is None:
+        return None
+    w, v = eigh_parts(node)
+    n = w.shape[-1]
+    vtv = mm(mT(v), mm(_sym(t), v))                    # V^T dA V
+    dw = diag_part(vtv)
+    dv = mm(v, L.mul(inverse_gaps(w, n), vtv))
+    return _pack(as_row(dw), dv)
+
+
+def _eigh_vjp(ct, node):
+    w, v = eigh_parts(node)
+    n = w.shape[-1]
+    wbar, vbar = row(ct, 0), rows(ct, 1, n + 1)
+    inner = L.add(diag_embed(wbar), L.mul(inverse_gaps(w, n), mm(mT(v), vbar)))
+    return (_sym(mm(v, mm(inner, mT(v)))),)
+
+
+def eigh_flops(n: int, vectors: bool = True) -> int:
+    """Flops of a symmetric eigendecomposition of order n: ~9 n^3 with vectors, ~4/3 n^3 values only
+    (Golub & Van Loan, Matrix Computations, 4th ed., sec. 8.3)."""
+    return int((9 if vectors else 4 / 3) * n ** 3)
+
+
+def _batch_count(node) -> int:
+    return int(np.prod(node.inputs[0].shape[:-2], dtype=np.int64))
+
+
+def _same_batch(node, bargs, size):
+    return rebind(node, [bargs[0]])
+
+
+register(Op("eigh", 1, "opaque", _eigh_shape, float_only, _eigh_impl, _eigh_vjp, _eigh_jvp,
+            doc="symmetric eigendecomposition packed as (..., n+1, n): row 0 the eigenvalues (ascending), rows 1.. "
+                "the eigenvectors (LAPACK ?syevd)",
+            flops=lambda node: _batch_count(node) * eigh_flops(node.shape[-1]), batch=_same_batch))
+
+
+def _eigvalsh_vjp(ct, node):
+    a = node.inputs[0]
+    _, v = eigh_parts(L.bind("eigh", a, uplo=node.attr("uplo")))
+    return (mm(L.mul(v, as_row(ct)), mT(v)),)
+
+
+def _eigvalsh_jvp(tangents, node):
+    (t,) = tangents
+    if t is None:
+        return None
+    _, v = eigh_parts(L.bind("eigh", node.inputs[0], uplo=node.attr("uplo")))
+    return L.reduce("sum", L.mul(v, mm(_sym(t), v)), axis=-2)
+
+
+register(Op("eigvalsh", 1, "opaque", _eigvalsh_shape, float_only, _eigvalsh_impl, _eigvalsh_vjp, _eigvalsh_jvp,
+            doc="eigenvalues of a symmetric matrix, ascending (LAPACK ?syevd, values only)",
+            flops=lambda node: _batch_count(node) * eigh_flops(node.shape[-1], vectors=False), batch=_same_batch))
+
+
+# ----- svd -----
+
+
+def svd_parts(node):
+    """(U, s, V) of a reduced svd node: U (..., m, k), s (..., k), V (..., n, k)."""
+    m, n = node.inputs[0].shape[-2:]
+    return rows(node, 0, m), row(node, m), rows(node, m + 1, m + 1 + n)
+
+
+def _full_svd_no_derivative(node):
+    m, n = node.inputs[0].shape[-2:]
+    raise UnsupportedOpError(f"the derivative of svd(full_matrices=True) of a {m} x {n} matrix is not defined: the "
+                             f"last {abs(m - n)} columns of {'U' if m > n else 'V'} are any orthonormal basis of a "
+                             f"complement; use full_matrices=False")
+
+
+def _svd_jvp(tangents, node):
+    (t,) = tangents
+    if t is None:
+        return None
+    if node.attr("full"):
+        _full_svd_no_derivative(node)
+    u, s, v = svd_parts(node)
+    m, n = node.inputs[0].shape[-2:]
+    k = min(m, n)
+    dp = mm(mT(u), mm(t, v))                          # U^T dA V (k, k)
+    ds = diag_part(dp)
+    f = inverse_gaps(L.mul(s, s), max(m, n))
+    srow = as_row(s)
+    dps = L.mul(dp, srow)                             # dP S
+    sdp = L.mul(as_col(s), dp)                        # S dP
+    du = mm(u, L.mul(f, L.add(dps, mT(dps))))
+    dv = mm(v, L.mul(f, L.add(sdp, mT(sdp))))
+    sinv = as_row(safe_inverse_values(s, max(m, n)))
+    if m > k:
+        tv = mm(t, v)
+        du = L.add(du, L.mul(L.sub(tv, mm(u, mm(mT(u), tv))), sinv))
+    if n > k:
+        tu = mm(mT(t), u)
+        dv = L.add(dv, L.mul(L.sub(tu, mm(v, mm(mT(v), tu))), sinv))
+    return _pack(du, as_row(ds), dv)
+
+
+def _svd_vjp(ct, node):
+    if node.attr("full"):
+        _full_svd_no_derivative(node)
+    u, s, v = svd_parts(node)
+    m, n = node.inputs[0].shape[-2:]
+    k = min(m, n)
+    ubar, sbar, vbar = rows(ct, 0, m), row(ct, m), rows(ct, m + 1, m + 1 + n)
+    f = inverse_gaps(L.mul(s, s), max(m, n))
+    utu = mm(mT(u), ubar)
+    vtv = mm(mT(v), vbar)
+    j = L.mul(f, L.sub(utu, mT(utu)))                 # F o (U^T Ubar - Ubar^T U)
+    kk = L.mul(f, L.sub(vtv, mT(vtv)))                # F o (V^T Vbar - Vbar^T V)
+    inner = L.add(L.add(L.mul(j, as_row(s)), diag_embed(sbar)), L.mul(as_col(s), kk))
+    abar = mm(u, mm(inner, mT(v)))
+    sinv = as_row(safe_inverse_values(s, max(m, n)))
+    if m > k:  # (I - U U^T) Ubar S^-1 V^T
+        pu = L.sub(ubar, mm(u, utu))
+        abar = L.add(abar, mm(L.mul(pu, sinv), mT(v)))
+    if n > k:  # U S^-1 Vbar^T (I - V V^T)
+        pv = L.sub(vbar, mm(v, vtv))
+        abar = L.add(abar, mm(L.mul(u, sinv), mT(pv)))
+    return (abar,)
+
+
+def svd_flops(m: int, n: int, vectors: bool = True) -> int:
+    """Flops of an SVD of an m x n matrix (Golub & Van Loan, sec. 8.6, R-SVD): 4 m^2 n + 8 m n^2 + 9 n^3 with
+    U and V (m >= n; transposed otherwise), 4 m n^2 - 4/3 n^3 for the values."""
+    m, n = max(m, n), min(m, n)
+    return int(4 * m * m * n + 8 * m * n * n + 9 * n ** 3) if vectors else int(4 * m * n * n - 4 / 3 * n ** 3)
+
+
+register(Op("svd", 1, "opaque", _svd_shape, float_only, _svd_impl, _svd_vjp, _svd_jvp,
+            doc="singular value decomposition packed as (..., m+1+n, p): rows U, then s (descending), then V = Vt^T "
+                "(LAPACK ?gesdd)",
+            flops=lambda node: _batch_count(node) * svd_flops(*node.inputs[0].shape[-2:]), batch=_same_batch))
+
+
+def _svdvals_vjp(ct, node):
+    u, _, v = svd_parts(L.bind("svd", node.inputs[0], full=False))
+    return (mm(L.mul(u, as_row(ct)), mT(v)),)
+
+
+def _svdvals_jvp(tangents, node):
+    (t,) = tangents
+    if t is None:
+        return None
+    u, _, v = svd_parts(L.bind("svd", node.inputs[0], full=False))
+    return L.reduce("sum", L.mul(u, mm(t, v)), axis=-2)
+
+
+register(Op("svdvals", 1, "opaque", _svdvals_shape, float_only, _svdvals_impl, _svdvals_vjp, _svdvals_jvp,
+            doc="singular values, descending (LAPACK ?gesdd, values only)",
+            flops=lambda node: _batch_count(node) * svd_flops(*node.inputs[0].shape[-2:], vectors=False),
+            batch=_same_batch))
+
+
+# ----- qr -----
+
+
+def qr_parts(node):
+    """(Q, R) of a qr node: Q (..., m, q), R (..., q, n)."""
+    m, n = node.inputs[0].shape[-2:]
+    return rows(node, 0, m), mT(rows(node, m, m + n))
+
+
+def _qr_check(node):
+    m, n = node.inputs[0].shape[-2:]
+    if node.attr("complete") and m > n:
+        raise UnsupportedOpError(f"the derivative of qr(mode='complete') of a {m} x {n} matrix is not defined: the "
+                                 f"last {m - n} columns of Q are any orthonormal basis of a complement; use "
+                                 f"mode='reduced'")
+
+
+def _tall_qr_jvp(q, r, t):
+    # Walter & Lehmann (2018): C = Q^T dA R^-1, Omega = tril(C, -1) - tril(C, -1)^T,
+    # dQ = Q Omega + (I - Q Q^T) dA R^-1, dR = (C - Omega) R
+    dar = mm(t, upper_inverse(r))                      # dA R^-1
+    c = mm(mT(q), dar)
+    low = tri_mask(c, -1)
+    omega = L.sub(low, mT(low))
+    return L.add(mm(q, L.sub(omega, c)), dar), mm(L.sub(c, omega), r)
+
+
+def _tall_qr_vjp(q, r, qbar, rbar):
+    # M = R Rbar^T - Qbar^T Q, Abar = (Qbar + Q copyltu(M)) R^-T (copyltu: the lower triangle mirrored)
+    mmat = L.sub(mm(r, mT(rbar)), mm(mT(qbar), q))
+    copyltu = L.add(tri_mask(mmat, 0), mT(tri_mask(mmat, -1)))
+    return mm(L.add(qbar, mm(q, copyltu)), mT(upper_inverse(r)))
+
+
+def _qr_jvp(tangents, node):
+    (t,) = tangents
+    if t is None:
+        return None
+    _qr_check(node)
+    q, r = qr_parts(node)
+    m, n = node.inputs[0].shape[-2:]
+    if m >= n:
+        dq, dr = _tall_qr_jvp(q, r, t)
+    else:  # A = [X | Y], X square: X = Q R_X, R_Y = Q^T Y (Roberts & Roberts 2020)
+        y = cols(node.inputs[0], m, n)
+        dq, drx = _tall_qr_jvp(q, cols(r, 0, m), cols(t, 0, m))
+        dry = L.add(mm(mT(dq), y), mm(mT(q), cols(t, m, n)))
+        dr = L.bind("concatenate", drx, dry, axis=t.ndim - 1)
+    return _pack(dq, mT(dr))
+
+
+def _qr_vjp(ct, node):
+    _qr_check(node)
+    q, r = qr_parts(node)
+    m, n = node.inputs[0].shape[-2:]
+    qbar, rbar = rows(ct, 0, m), mT(rows(ct, m, m + n))
+    if m >= n:
+        return (_tall_qr_vjp(q, r, qbar, rbar),)
+    y = cols(node.inputs[0], m, n)
+    rbar_y = cols(rbar, m, n)
+    ybar = mm(q, rbar_y)
+    xbar = _tall_qr_vjp(q, cols(r, 0, m), L.add(qbar, mm(y, mT(rbar_y))), cols(rbar, 0, m))
+    return (L.bind("concatenate", xbar, ybar, axis=ct.ndim - 1),)
+
+
+def upper_inverse(r):
+    """R^-1 of upper-triangular R (..., n, n) in graph ops, by block recursion:
+    [[A, B], [0, C]]^-1 = [[A^-1, -A^-1 B C^-1], [0, C^-1]] (Higham, Accuracy and Stability of Numerical
+    Algorithms, 2nd ed., sec. 14.2): about 8 n nodes, depth log2 n, exact, differentiable again."""
+    n = r.shape[-1]
+    if n == 1:
+        return L.div(1.0, r)
+    h = n // 2
+    ai = upper_inverse(cols(rows(r, 0, h), 0, h))
+    ci = upper_inverse(cols(rows(r, h, n), h, n))
+    b = cols(rows(r, 0, h), h, n)
+    top = L.bind("concatenate", ai, L.neg(mm(ai, mm(b, ci))), axis=r.ndim - 1)
+    bottom = L.bind("concatenate", L.zeros_like(mT(cols(rows(r, 0, h), h, n))), ci, axis=r.ndim - 1)
+    return L.bind("concatenate", top, bottom, axis=r.ndim - 2)
+
+
+def qr_flops(m: int, n: int, q: int) -> int:
+    """Flops of a Householder QR (Golub & Van Loan, sec. 5.2): 2 n^2 (m - n/3) for R (m >= n), about as many
+    again to form the q columns of Q."""
+    k = min(m, n)
+    return int(2 * k * k * (max(m, n) - k / 3) + 4 * m * q * k - 2 * (m + q) * k * k + 4 / 3 * k ** 3)
+
+
+register(Op("qr", 1, "opaque", _qr_shape, float_only, _qr_impl, _qr_vjp, _qr_jvp,
+            doc="QR decomposition packed as (..., m+n, q): rows Q, then R^T (LAPACK ?geqrf + ?orgqr)",
+            flops=lambda node: _batch_count(node) * qr_flops(*node.inputs[0].shape[-2:], node.shape[-1]),
+            batch=_same_batch))

@@ -1,0 +1,50 @@
+"""Op-table rows for the spectral primitives (symgraph/ops/spectral.py): eigh, eigvalsh, svd, svdvals, qr.
+
+Each row applies the primitive through `symgraph.numpy.decompositions` and returns a function of its results
+that does not depend on LAPACK's choice of signs (w v^2, u^2 s, q^2 r^2), so finite differences, the VJP/JVP
+identity and batching all see a well-defined derivative.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opcase import OpCase, real
+from symgraph.numpy import decompositions as D
+
+
+def _eigh(lib):
+    def f(x):
+        w, v = lib.eigh(x)
+        return v * v * w[..., None, :]
+    return f
+
+
+def _svd(lib):
+    def f(x):
+        u, s, _ = lib.svd(x, full_matrices=False)
+        return u * u * s[..., None, :]
+    return f
+
+
+def _qr(lib):
+    def f(x):
+        q, r = lib.qr(x)
+        return (q * q) @ (r * r)
+    return f
+
+
+def _svdvals_ref(x):
+    return np.linalg.svd(x, compute_uv=False)
+
+
+_SQUARE = [(((3, 3),), {}), (((2, 3, 3),), {})]
+_RECT = [(((4, 3),), {}), (((3, 4),), {}), (((2, 3, 3),), {})]
+
+CASES = [
+    OpCase("eigh", _eigh(D), _eigh(np.linalg), _SQUARE, (real,)),
+    OpCase("eigvalsh", D.eigvalsh, np.linalg.eigvalsh, _SQUARE, (real,)),
+    OpCase("svd", _svd(D), _svd(np.linalg), _RECT, (real,), grad_variants=3),
+    OpCase("svdvals", D.svdvals, _svdvals_ref, _RECT, (real,), grad_variants=3),
+    OpCase("qr", _qr(D), _qr(np.linalg), _RECT, (real,), grad_variants=3),
+]

@@ -1,0 +1,222 @@
+"""Spectral linear algebra: eigh, eigvalsh, svd, svdvals, qr and the composites built on them (pinv, lstsq,
+matrix_rank, matrix_power, multi_dot, cond, the singular-value norms): values against NumPy, reconstruction
+identities, derivatives of sign-invariant functions to order 2 in both modes, the degeneracy convention,
+vmap, compiled code against the evaluator, and the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import symgraph as sg
+from symgraph.errors import DTypeError, LinAlgError, ShapeError, UnsupportedOpError
+
+rng = np.random.default_rng(18)
+
+
+def _ev(f, *args):
+    """f traced and run by the reference evaluator."""
+    return sg.trace(f, *args).evaluate(*args)
+
+
+def _sym(n, batch=()):
+    a = rng.standard_normal(batch + (n, n))
+    return a + np.swapaxes(a, -1, -2)
+
+
+# ----- values: the same LAPACK routines as NumPy, so the same numbers and the same signs -----
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
+def test_eigh_values_match_numpy(dtype, batch):
+    a = _sym(4, batch).astype(dtype)
+    w, v = _ev(lambda x: tuple(np.linalg.eigh(x)), a)
+    w0, v0 = np.linalg.eigh(a)
+    assert w.dtype == dtype and v.dtype == dtype
+    np.testing.assert_array_equal(w, w0)
+    np.testing.assert_array_equal(v, v0)
+    np.testing.assert_allclose(_ev(np.linalg.eigvalsh, a), np.linalg.eigvalsh(a), rtol=1e-5, atol=1e-5)
+
+
+def test_eigh_reads_one_triangle():
+    a = rng.standard_normal((4, 4))  # not symmetric: NumPy reads the lower (UPLO='L') or upper triangle
+    for uplo in ("L", "U"):
+        w, v = _ev(lambda x: tuple(np.linalg.eigh(x, UPLO=uplo)), a)
+        w0, v0 = np.linalg.eigh(a, UPLO=uplo)
+        np.testing.assert_allclose(w, w0, atol=1e-12)
+        np.testing.assert_allclose(np.abs(v), np.abs(v0), atol=1e-10)
+    # the gradient with respect to the unread triangle is zero
+    g = sg.grad(lambda x: np.sum(np.linalg.eigvalsh(x) ** 2))(a)
+    assert np.all(np.triu(g, 1) == 0)
+    s = np.tril(a) + np.tril(a, -1).T
+    np.testing.assert_allclose(g, np.tril(4 * s, -1) + np.diag(2 * np.diag(s)), atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 5, 3)])
+def test_svd_values_match_numpy(shape):
+    a = rng.standard_normal(shape)
+    for full in (False, True):
+        u, s, vt = _ev(lambda x: tuple(np.linalg.svd(x, full_matrices=full)), a)
+        u0, s0, vt0 = np.linalg.svd(a, full_matrices=full)
+        np.testing.assert_array_equal(u, u0)
+        np.testing.assert_array_equal(s, s0)
+        np.testing.assert_array_equal(vt, vt0)
+    np.testing.assert_array_equal(_ev(lambda x: np.linalg.svd(x, compute_uv=False), a), np.linalg.svd(a, compute_uv=False))
+    np.testing.assert_array_equal(_ev(np.linalg.svdvals, a), np.linalg.svdvals(a))
+    u, s, vt = _ev(lambda x: tuple(np.linalg.svd(x, full_matrices=False)), a)
+    np.testing.assert_allclose((u * s[..., None, :]) @ vt, a, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 5, 3)])
+def test_qr_values_match_numpy(shape):
+    a = rng.standard_normal(shape)
+    for mode in ("reduced", "complete"):
+        q, r = _ev(lambda x: tuple(np.linalg.qr(x, mode=mode)), a)
+        q0, r0 = np.linalg.qr(a, mode=mode)
+        np.testing.assert_array_equal(q, q0)
+        np.testing.assert_array_equal(r, r0)
+        np.testing.assert_allclose(q @ r, a, atol=1e-12)
+    np.testing.assert_array_equal(_ev(lambda x: np.linalg.qr(x, mode="r"), a), np.linalg.qr(a, mode="r"))
+
+
+def test_composites_match_numpy():
+    a = rng.standard_normal((5, 3))
+    b = rng.standard_normal(5)
+    sq = rng.standard_normal((4, 4))
+    np.testing.assert_allclose(_ev(np.linalg.pinv, a), np.linalg.pinv(a), atol=1e-12)
+    np.testing.assert_allclose(_ev(lambda x: np.linalg.pinv(x, rtol=None), sq), np.linalg.pinv(sq, rtol=None),
+                               atol=1e-12)
+    for rhs in (b, rng.standard_normal((5, 2))):
+        got = _ev(lambda x, y: np.linalg.lstsq(x, y), a, rhs)
+        want = np.linalg.lstsq(a, rhs)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, atol=1e-12)
+    low = rng.standard_normal((6, 2)) @ rng.standard_normal((2, 5))
+    assert int(_ev(np.linalg.matrix_rank, low)) == 2 == np.linalg.matrix_rank(low)
+    assert int(_ev(np.linalg.matrix_rank, sq)) == 4
+    for n in (0, 1, 2, 5, 6):
+        np.testing.assert_allclose(_ev(lambda x: np.linalg.matrix_power(x, n), sq), np.linalg.matrix_power(sq, n),
+                                   rtol=1e-12)
+    mats = [rng.standard_normal(5), rng.standard_normal((5, 8)), rng.standard_normal((8, 2)), rng.standard_normal(2)]
+    np.testing.assert_allclose(_ev(lambda *m: np.linalg.multi_dot(list(m)), *mats), np.linalg.multi_dot(mats),
+                               rtol=1e-12)
+    mats2 = mats[1:3] + [rng.standard_normal((2, 7))]
+    np.testing.assert_allclose(_ev(lambda *m: np.linalg.multi_dot(list(m)), *mats2), np.linalg.multi_dot(mats2),
+                               rtol=1e-12)
+    for p in (None, 2, -2):
+        np.testing.assert_allclose(_ev(lambda x: np.linalg.cond(x, p), a), np.linalg.cond(a, p), rtol=1e-12)
+    for ord_ in (2, -2, "nuc"):
+        np.testing.assert_allclose(_ev(lambda x: np.linalg.norm(x, ord_), a), np.linalg.norm(a, ord_), rtol=1e-12)
+        t = rng.standard_normal((2, 3, 4))
+        np.testing.assert_allclose(_ev(lambda x: np.linalg.norm(x, ord_, axis=(0, 2), keepdims=True), t),
+                                   np.linalg.norm(t, ord_, axis=(0, 2), keepdims=True), rtol=1e-12)
+    assert sg.numpy.linalg.svd is not None and sg.numpy.linalg.eigh is not None
+
+
+# ----- derivatives of sign-invariant functions, both modes, order 2 -----
+
+
+def test_eigh_grads():
+    def f(a):
+        w, v = np.linalg.eigh(a)
+        # eigenvalues, and a projector-type use of eigenvectors (invariant to their signs)
+        return np.sum(w ** 2 * np.arange(1.0, 5.0)) + np.sum(v[0] ** 2 * w) + np.sum((v * v) @ w)
+
+    sg.check_grads(f, (_sym(4),), order=2)
+    sg.check_grads(lambda a: np.sum(np.sin(np.linalg.eigvalsh(a))), (rng.standard_normal((2, 3, 3)),), order=2)
+    sg.check_grads(lambda a: np.sum(np.linalg.eigh(a, UPLO="U")[0] ** 3), (rng.standard_normal((3, 3)),), order=2)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 4, 3)])
+def test_svd_grads(shape):
+    a = rng.standard_normal(shape)
+
+    def f(x):
+        u, s, vt = np.linalg.svd(x, full_matrices=False)
+        rec = (u * s[..., None, :]) @ vt                 # U diag(s) V^T = x
+        proj = u[..., :, :2] @ np.swapaxes(u[..., :, :2], -1, -2)
+        return np.sum(rec * np.cos(x)) + np.sum(s ** 3) + np.sum(proj * x[..., :, :1])
+
+    sg.check_grads(f, (a,), order=2)
+    sg.check_grads(lambda x: np.sum(np.linalg.svdvals(x) * np.arange(1.0, min(shape[-2:]) + 1)), (a,), order=2)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4)])
+def test_qr_and_composite_grads(shape):
+    a = rng.standard_normal(shape)
+
+    def f(x):
+        q, r = np.linalg.qr(x)
+        return np.sum(q * np.sin(q)) + np.sum(r ** 3)
+
+    sg.check_grads(f, (a,), order=2)
+    sg.check_grads(lambda x: np.sum(np.linalg.pinv(x) ** 2), (a,), order=2)
+    sg.check_grads(lambda x: np.linalg.norm(x, "nuc") + np.linalg.norm(x, 2) * np.linalg.cond(x), (a,), order=2)
+
+
+def test_lstsq_and_power_grads():
+    a, b = rng.standard_normal((6, 3)), rng.standard_normal(6)
+    sg.check_grads(lambda x, y: np.sum(np.linalg.lstsq(x, y)[0] ** 2), (a, b), order=2)
+    sq = rng.standard_normal((3, 3)) * 0.5
+    sg.check_grads(lambda x: np.sum(np.linalg.matrix_power(x, 5)), (sq,), order=2)
+
+
+def test_pinv_derivative_at_repeated_singular_values():
+    # Golub-Pereyra's formula needs no gap: at the identity d pinv = -dA (the SVD's rule would need one)
+    da = rng.standard_normal((3, 3))
+    _, t = sg.jvp(np.linalg.pinv, (np.eye(3),), (da,))
+    np.testing.assert_allclose(t, -da, atol=1e-12)
+
+
+def test_degenerate_eigenvalues_finite_and_right_for_invariant_functions():
+    # a triple eigenvalue: sum(w**2) = |A|_F^2 still has its exact gradient, and eigenvector terms stay finite
+    g = sg.grad(lambda a: np.sum(np.linalg.eigh(a)[0] ** 2))(2 * np.eye(3))
+    np.testing.assert_allclose(g, 4 * np.eye(3), atol=1e-12)
+    g = sg.grad(lambda a: np.sum(np.linalg.eigh(a)[1] ** 3))(np.eye(3))
+    assert np.all(np.isfinite(g))
+    g = sg.grad(lambda a: np.sum(np.linalg.svd(a)[1]))(np.eye(3))  # nuclear norm of I: gradient I
+    np.testing.assert_allclose(g, np.eye(3), atol=1e-12)
+    g = sg.grad(lambda a: np.sum(np.linalg.svd(a, full_matrices=False)[0] ** 3))(np.zeros((3, 2)))
+    assert np.all(np.isfinite(g))
+
+
+# ----- batching -----
+
+
+def test_vmap():
+    a = rng.standard_normal((4, 5, 3))
+    np.testing.assert_allclose(sg.vmap(lambda x: np.linalg.svd(x, full_matrices=False)[1])(a),
+                               np.linalg.svd(a, compute_uv=False), rtol=1e-12)
+    s = _sym(3, (4,))
+    np.testing.assert_array_equal(sg.vmap(lambda x: np.linalg.eigh(x)[1])(s), np.linalg.eigh(s)[1])
+    np.testing.assert_array_equal(sg.vmap(lambda x: np.linalg.qr(x)[1])(a), np.linalg.qr(a)[1])
+    gs = sg.vmap(sg.grad(lambda x: np.sum(np.linalg.eigvalsh(x) ** 2)))(s)
+    np.testing.assert_allclose(gs, np.stack([sg.grad(lambda x: np.sum(np.linalg.eigvalsh(x) ** 2))(m) for m in s]),
+                               atol=1e-12)
+
+
+# ----- errors -----
+
+
+def test_errors():
+    with pytest.raises(ShapeError, match="square"):
+        sg.trace(np.linalg.eigh, np.ones((3, 4)))
+    with pytest.raises(ShapeError, match="two dimensions"):
+        sg.trace(np.linalg.svd, np.ones(3))
+    with pytest.raises(DTypeError, match="float16"):
+        sg.trace(np.linalg.qr, np.ones((3, 3), np.float16))
+    g = sg.trace(lambda x: np.linalg.eigh(x)[0], np.eye(3))
+    bad = np.eye(3)
+    bad[2, 0] = np.nan
+    with pytest.raises(LinAlgError, match="NaN"):
+        g.evaluate(bad)
+    assert issubclass(LinAlgError, np.linalg.LinAlgError)
+    with pytest.raises(LinAlgError, match="NaN"):
+        sg.trace(np.linalg.svdvals, np.eye(2)).evaluate(np.array([[1.0, np.inf], [0.0, 1.0]]))
+    with pytest.raises(UnsupportedOpError, match="full_matrices=False"):
+        sg.grad(lambda x: np.sum(np.linalg.svd(x)[0]))(np.ones((3, 2)))
+    with pytest.raises(UnsupportedOpError, match="mode='reduced'"):
+        sg.grad(lambda x: np.sum(np.linalg.qr(x, mode="complete")[0]))(rng.standard_normal((3, 2)))
+    with pytest.raises(UnsupportedOpError, match="raw"):
+        sg.trace(lambda x: np.linalg.qr(x, mode="raw"), np.eye(2))
