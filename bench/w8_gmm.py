@@ -16,7 +16,7 @@ Inputs come from GradBench's generator: ``np.random.seed(31337)``, then
 ``K_max·d`` uniforms (means) and ``K_max(1 + d + d(d−1)/2) + N_max·d``
 standard normals (alphas, icf, x, in that order), K_max = 200, N_max = 10,000.
 Sizes: d ∈ {2, 10, 20, 64} × K ∈ {5, 25, 100, 200} × n ∈ {1,000, 10,000}
-(``BENCH_W8_N=1000`` limits a run to one n; ``--quick``: two small cases).
+(``BENCH_W8_N=1000``, ``BENCH_W8_D=2,10``, ``BENCH_W8_K=...`` limit a run; ``--quick``: two small cases).
 
 Each system returns ``(f, (∂f/∂α, ∂f/∂μ, ∂f/∂icf))``; the reference is the
 hand-written NumPy objective and gradient (`gmm_numpy`), itself checked
@@ -216,13 +216,14 @@ def _autograd_vg(ag, anp):
 
 
 def cases(quick: bool) -> list[tuple[int, int, int]]:
-    """(d, k, n) of the run; ``BENCH_W8_N`` (comma-separated) limits the n values of a full run."""
+    """(d, k, n) of the run; ``BENCH_W8_N``, ``BENCH_W8_D``, ``BENCH_W8_K`` (comma-separated) limit a full run."""
     if quick:
         return list(QUICK)
-    ns = FULL_N
-    if os.environ.get("BENCH_W8_N"):
-        ns = tuple(int(v) for v in os.environ["BENCH_W8_N"].split(","))
-    return [(d, k, n) for n in ns for d in FULL_D for k in FULL_K]
+
+    def pick(var, full):
+        return tuple(int(v) for v in os.environ[var].split(",")) if os.environ.get(var) else full
+    return [(d, k, n) for n in pick("BENCH_W8_N", FULL_N) for d in pick("BENCH_W8_D", FULL_D)
+            for k in pick("BENCH_W8_K", FULL_K)]
 
 
 def run(settings: Settings) -> WorkloadResult:

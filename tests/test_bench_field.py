@@ -100,3 +100,64 @@ def test_gmm_symgraph_in_the_harness():
     inputs = make_input(3, 4, 50)
     t = run_case(_settings(), "tiny", inputs, lambda: gmm_numpy(*inputs), systems(), check=rho_compare)
     _rows_ok(t)
+
+
+# --------------------------------------------------------------------------- W12 small evals
+
+def test_small_eval_inputs_follow_the_generators():
+    from bench.w12_small import llsq_inputs, lse_inputs, ode_inputs
+    np.random.seed(31337)
+    first, second = np.random.rand(2500), np.random.rand(5000)
+    np.testing.assert_array_equal(lse_inputs((2500, 5000))[5000], second)
+    np.testing.assert_array_equal(lse_inputs((2500,))[2500], first)
+    np.random.seed(31337)
+    np.testing.assert_array_equal(llsq_inputs((16,))[16], np.random.rand(128))
+    np.random.seed(31337)
+    np.testing.assert_array_equal(ode_inputs(((1000, 1),))[(1000, 1)], np.random.rand(1000))
+
+
+def test_small_eval_hand_derivatives_against_central_differences():
+    from bench.w12_small import (kmeans_cost, kmeans_input, kmeans_numpy, llsq, llsq_data, llsq_numpy, lse,
+                                 lse_numpy, ode_last, ode_numpy)
+    rng = np.random.default_rng(5)
+    x = rng.random(30)
+    v, g = lse_numpy(x)
+    assert rho(v, np.log(np.sum(np.exp(x)))) < 1e-14
+    assert max(rho(central_difference(lse, x, (i,)), g[i]) for i in range(30)) < 1e-8
+    T, s = llsq_data(20, 8)
+    x = rng.random(8)
+    v, g = llsq_numpy(x, T, s)
+    assert max(rho(central_difference(lambda z: llsq(z, T, s), x, (i,)), g[i]) for i in range(8)) < 1e-8
+    x = 2 * rng.random(7)                        # n <= 4 s: the last element depends on every x_i
+    for steps in (1, 2, 3):
+        v, g = ode_numpy(x, steps)
+        fd = [central_difference(lambda z: ode_last(z, steps), x, (i,)) for i in range(7)]
+        assert max(rho(fd, g)) < 1e-8, steps
+        assert (steps < 2) or np.all(g != 0)
+    c, p = kmeans_input(4, 60, 3)
+    f, direction = kmeans_numpy(c, p)
+    assert rho(f, kmeans_cost(c, p)) < 1e-12
+    assign = np.argmin(((p[None] - c[:, None]) ** 2).sum(2), axis=0)
+    for j in range(4):                           # Newton step lands on the cluster mean
+        np.testing.assert_allclose(c[j] - direction[j], p[assign == j].mean(axis=0), rtol=1e-12)
+
+
+def test_small_evals_symgraph_in_the_harness():
+    from bench.w12_small import (_kmeans_symgraph, _lse_torch, _llsq_torch, _ode_systems, _vg_systems,
+                                 kmeans_input, kmeans_numpy, llsq, llsq_data, llsq_numpy, lse, lse_numpy,
+                                 ode_numpy)
+    from bench.field import numpy_system, symgraph_system
+    x = np.random.default_rng(2).random(100)
+    _rows_ok(run_case(_settings(), "lse", (x,), lambda: lse_numpy(x), _vg_systems(lse, 1, lse_numpy, _lse_torch),
+                      check=rho_compare))
+    T, s = llsq_data(40, 16)
+    w = np.random.default_rng(3).random(16)
+    _rows_ok(run_case(_settings(), "llsq", (w, T, s), lambda: llsq_numpy(w, T, s),
+                      _vg_systems(llsq, 1, llsq_numpy, _llsq_torch), check=rho_compare))
+    x = 2 * np.random.default_rng(4).random(6)
+    t = run_case(_settings(), "ode", (x,), lambda: ode_numpy(x, 2), _ode_systems(2), check=rho_compare)
+    assert np.all(ode_numpy(x, 2)[1][:5] != 0)
+    _rows_ok(t)
+    c, p = kmeans_input(5, 80, 3)
+    _rows_ok(run_case(_settings(), "kmeans", (c, p), lambda: kmeans_numpy(c, p),
+                      [symgraph_system(_kmeans_symgraph), numpy_system(kmeans_numpy)], check=rho_compare))
