@@ -6,6 +6,7 @@ The public API is listed in `__all__`; see README.md and docs/.
 """
 
 from .ops import (  # noqa: F401  (the rule modules register the primitives; symgraph.ops is the registry)
+    comm as _comm_ops,
     custom as _custom_ops,
     elementwise as _elementwise_ops,
     linalg as _linalg_ops,
@@ -53,6 +54,7 @@ from .custom import custom_jvp, custom_vjp
 from .control import fori_loop, scan
 from .testing import check_grads, check_vjp_jvp
 from .eager import config
+from .state import StateError, load_state, save_state
 from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, stop_gradient, value_and_grad, vjp
 from .derived import (
     deriv, elementwise_grad, grad_named, hessian_tensor_product, hessian_vector_product, linearize, make_ggnvp,
@@ -74,5 +76,5 @@ __all__ = [
     "dots_saveable", "save_only_these_names", "save_any_names_but_these",
     "tree_map", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure",
     "SymgraphError", "ShapeError", "DTypeError", "NonScalarOutputError", "TracerConversionError",
-    "UnsupportedOpError", "FloatingPointError", "LinAlgError",
+    "UnsupportedOpError", "FloatingPointError", "LinAlgError", "save_state", "load_state", "StateError",
 ]

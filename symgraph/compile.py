@@ -32,8 +32,10 @@ from .passes.checkpoint import apply_checkpoint, checkpoint_stats
 from .passes.schedule import schedule
 from .passes.simplify import simplify
 from .random import NumpyRandomWatch
+from .segments import compile_segmented, has_host_ops
 from .signature import MISS
 from .tracing import check_args, trace
+from .transforms import reducing_gradients
 from .tree import tree_flatten, tree_unflatten
 
 __all__ = ["compile", "CompiledFunction", "run_pipeline", "MISS"]
@@ -150,8 +152,13 @@ class CompiledFunction:
     """
 
     def __init__(self, fn: Callable, backend: str = "llvm", checkpoint: Any = None,
-                 static_argnums: Sequence[int] = (), donate_argnums: Sequence[int] = ()):
+                 static_argnums: Sequence[int] = (), donate_argnums: Sequence[int] = (), data_parallel: Any = None):
         check_backend_name(backend)
+        self.data_parallel = None
+        if data_parallel is not None and data_parallel is not False:
+            from .distributed import DataParallel  # mpi4py itself is imported on the first call
+
+            self.data_parallel = DataParallel.coerce(data_parallel)
         if not callable(fn):
             raise SymgraphError(f"compile: expected a callable, got {type(fn).__name__}")
         self.fn = fn
@@ -321,7 +328,11 @@ class CompiledFunction:
             fn.__name__ = getattr(base, "__name__", "f")
             dyn = tuple(dyn) + (tuple(kwargs[k] for k in kw_names),)
         with ClosedOverArrays(self.fn) as closed_over, NumpyRandomWatch(self.fn) as rng_watch:
-            g = trace(fn, *dyn, name=self._name)
+            if self.data_parallel is not None:
+                with reducing_gradients(self.data_parallel.reducer()):
+                    g = trace(fn, *dyn, name=self._name)
+            else:
+                g = trace(fn, *dyn, name=self._name)
         if rng_watch.drawn and not self._warned_random:
             self._warned_random = True
             rng_watch.warn(f"compile({self._name})")
@@ -340,7 +351,12 @@ class CompiledFunction:
                 if pos in donated:
                     donate.update(range(offset, offset + nl))
                 offset += nl
-        exe = get_backend(self.backend).compile(g, order, donate=frozenset(donate), name=self._name)
+        backend = get_backend(self.backend)
+        if has_host_ops(order) and not getattr(backend, "runs_host_ops", False):
+            # communication runs in Python between natively compiled segments (symgraph.segments)
+            exe = compile_segmented(backend, g, order, frozenset(donate), self._name)
+        else:
+            exe = backend.compile(g, order, donate=frozenset(donate), name=self._name)
         stats = exe.stats = dict(exe.stats)
         stats["compile_seconds"] = time.perf_counter() - t0
         stats["trace_seconds"] = t_trace
@@ -473,7 +489,8 @@ class CompiledFunction:
 
 
 def compile(f: Callable | None = None, *, backend: str = "llvm", checkpoint: Any = None,
-            static_argnums: int | Sequence[int] = (), donate_argnums: int | Sequence[int] = ()) -> Any:
+            static_argnums: int | Sequence[int] = (), donate_argnums: int | Sequence[int] = (),
+            data_parallel: Any = None) -> Any:
     """Compile `f` per input signature; usable as `compile(f)`, `@compile` or `@compile(backend=...)`.
 
     On the first call with a new signature (pytree structure, shapes and dtypes
@@ -497,6 +514,11 @@ def compile(f: Callable | None = None, *, backend: str = "llvm", checkpoint: Any
             the same array object as the argument, updated in place (the
             caller's array is consumed). Arrays that are views, read-only,
             non-contiguous or of another dtype are not reused.
+        data_parallel: None; True, an mpi4py communicator or a
+            `symgraph.distributed.DataParallel`: the gradients `sg.grad` /
+            `sg.value_and_grad` build at the top level of `f` are averaged
+            across the MPI ranks (bucketed non-blocking all-reduce ops in the
+            graph; docs/distributed.md). Needs the `distributed` extra.
 
     Returns:
         A `CompiledFunction` with `graph`, `stats`, `llvm_ir()` and `asm()`.
@@ -509,6 +531,6 @@ def compile(f: Callable | None = None, *, backend: str = "llvm", checkpoint: Any
     """
     if f is None:
         return functools.partial(compile, backend=backend, checkpoint=checkpoint, static_argnums=static_argnums,
-                                 donate_argnums=donate_argnums)
+                                 donate_argnums=donate_argnums, data_parallel=data_parallel)
     return CompiledFunction(f, backend=backend, checkpoint=checkpoint, static_argnums=static_argnums,
-                            donate_argnums=donate_argnums)
+                            donate_argnums=donate_argnums, data_parallel=data_parallel)

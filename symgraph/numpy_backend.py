@@ -72,6 +72,7 @@ class NumpyBackend(Backend):
     """The reference evaluator as a backend (`sg.compile(f, backend="numpy")`)."""
 
     name = "numpy"
+    runs_host_ops = True  # the evaluator calls every op's impl, communication included
 
     def compile(self, graph: Graph, order: Sequence[Node], *, donate: frozenset[int] = frozenset(),
                 name: str = "f") -> NumpyExecutable:

@@ -11,8 +11,10 @@ float32 out).
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Callable, Sequence
+import threading
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -25,9 +27,10 @@ from .errors import DTypeError, NonScalarOutputError, ShapeError, SymgraphError
 from .ir import Node, tracing_active
 from .lax import as_output
 from .tracing import arg_leaf_names, check_args, leaf_problem, leaf_spec
-from .tree import tree_flatten, tree_map, tree_unflatten
+from .tree import tree_flatten, tree_map, tree_paths, tree_unflatten
 
-__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient"]
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient",
+           "reducing_gradients"]
 
 
 def _build_inline(tree: Any) -> bool:
@@ -97,7 +100,49 @@ def _scalar_output(out: Any, fname: str) -> Node:
     return o
 
 
+class _GradReduction(threading.local):
+    def __init__(self) -> None:
+        self.reducer: Callable[[list, list], list] | None = None
+        self.depth = 0  # grad/value_and_grad calls being built (nested ones are not reduced)
+
+
+_GRAD_REDUCTION = _GradReduction()
+
+
+@contextlib.contextmanager
+def reducing_gradients(reducer: Callable[[list, list], list]) -> Iterator[None]:
+    """While active in this thread, gradients built by `grad`/`value_and_grad` go through `reducer`.
+
+    Only the outermost gradient call of the block is reduced (a `grad` inside
+    the differentiated function, as in a Hessian, is not). `sg.compile(...,
+    data_parallel=...)` uses this to average gradients across processes
+    (`symgraph.distributed`).
+
+    Args:
+        reducer: (gradient leaf nodes, their names such as "argument 0['w']") -> nodes of the
+            same shapes and dtypes.
+    """
+    prev, prev_depth = _GRAD_REDUCTION.reducer, _GRAD_REDUCTION.depth
+    _GRAD_REDUCTION.reducer, _GRAD_REDUCTION.depth = reducer, 0
+    try:
+        yield
+    finally:
+        _GRAD_REDUCTION.reducer, _GRAD_REDUCTION.depth = prev, prev_depth
+
+
 def _value_and_grad_inline(f: Callable, args: tuple, nums: tuple[int, ...], single: bool, has_aux: bool, fname: str):
+    st = _GRAD_REDUCTION
+    depth = st.depth
+    st.depth = depth + 1
+    try:
+        out = _value_and_grad_body(f, args, nums, single, has_aux, fname, st.reducer if depth == 0 else None)
+    finally:
+        st.depth = depth
+    return out
+
+
+def _value_and_grad_body(f: Callable, args: tuple, nums: tuple[int, ...], single: bool, has_aux: bool, fname: str,
+                         reducer: Callable[[list, list], list] | None):
     new_args, fl, trees = _wrt_leaves(args, nums, fname)
     res = f(*new_args)
     aux = None
@@ -109,7 +154,11 @@ def _value_and_grad_inline(f: Callable, args: tuple, nums: tuple[int, ...], sing
     out = as_output(tree_flatten(res)[0][0], 0)  # the value as the function returned it ((1,) stays (1,))
     flat_wrt = [x for leaves in fl for x in leaves]
     cts = vjp_nodes([scalar], [L.full_like(scalar, 1.0)], flat_wrt)
-    it = iter(L.zeros_like(w) if c is None else c for w, c in zip(flat_wrt, cts))
+    flat_g = [L.zeros_like(w) if c is None else c for w, c in zip(flat_wrt, cts)]
+    if reducer is not None:
+        names = [f"argument {a}{p}" for a, td in zip(nums, trees) for p in tree_paths(td)]
+        flat_g = reducer(flat_g, names)
+    it = iter(flat_g)
     grads = tuple(tree_unflatten(td, [next(it) for _ in leaves]) for td, leaves in zip(trees, fl))
     g = grads[0] if single else grads
     return ((out, aux), g) if has_aux else (out, g)

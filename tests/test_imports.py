@@ -49,15 +49,18 @@ LAYERS = {
     "symgraph.nn": 5,
     "symgraph.optim": 5,
     "symgraph.random": 5,
-    "symgraph.scipy": 5,  # SciPy's functions on traced values (tracing finds scipy.special's ufuncs there)
+    "symgraph.scipy": 5,
+    "symgraph.distributed": 5,  # MPI (mpi4py, imported lazily): communicator, broadcast, shard, gradient buckets
+    "symgraph.state": 0,  # save_state / load_state: atomic .npz of a pytree  # SciPy's functions on traced values (tracing finds scipy.special's ufuncs there)
     # graph -> graph passes
     "symgraph.passes": 6,
     # running a graph: the argument rules and the NumPy reference evaluator
     "symgraph.signature": 7,
     "symgraph.interpreter": 7,
     "symgraph.backend": 7,  # the backend protocol and registry (backends are loaded by name)
-    "symgraph.eager": 7,
-    "symgraph.debugging": 7,  # config.debug_nans: re-runs a graph op by op to find the first NaN/inf producer  # what transformations called on arrays do: trace, simplify, evaluate
+    "symgraph.segments": 7,  # graphs with host ops (communication) as natively compiled segments
+    "symgraph.eager": 7,  # what transformations called on arrays do: trace, simplify, evaluate
+    "symgraph.debugging": 7,  # config.debug_nans: re-runs a graph op by op to find the first NaN/inf producer
     # the user API: transformations of functions (on arrays they trace, simplify and evaluate), compile
     # and the backend it ships
     "symgraph.transforms": 8,

@@ -356,11 +356,90 @@ def schedule(graph: Graph) -> list[Node]:
         order = _memory_aware(order0, graph.outputs, cls)
     else:
         order = order0
+    if any(n.op.extra.get("schedule") for n in order):
+        order = _early_late(order)
     try:
         _CACHE[graph] = order
     except TypeError:  # pragma: no cover - graphs are weak-referenceable
         pass
     return order
+
+
+def _early_late(order: list[Node]) -> list[Node]:
+    """Reorder around nodes whose op asks for it (`Op.extra["schedule"]`, communication).
+
+    Nodes that read a "late" node (a wait for a reduction), directly or
+    not, run after everything else; each "late" node right before its first
+    reader. An "early" node (a start) and the backward values it depends on
+    run as soon as their inputs are ready. So a reduction is posted as soon as
+    its bucket's gradients are final, and the rest of the backward sweep runs
+    before its wait (`symgraph.ops.comm`). Apart from that the order is kept.
+    """
+    late = [n for n in order if n.op.extra.get("schedule") == "late"]
+    readers: dict[Node, list[Node]] = {}
+    for n in order:
+        for x in n.inputs:
+            readers.setdefault(x, []).append(n)
+    after: set[Node] = set()  # the late nodes and what reads them
+    stack = list(late)
+    while stack:
+        n = stack.pop()
+        if n not in after:
+            after.add(n)
+            stack.extend(readers.get(n, ()))
+    cls = regions(order)
+    out: list[Node] = []
+    done: set[Node] = set()
+    for part in ([n for n in order if n not in after], [n for n in order if n in after]):
+        members = set(part)
+        # early nodes and the backward (or recomputed) values they read in this part run when ready
+        cone: set[Node] = set()
+        stack = [n for n in part if n.op.extra.get("schedule") == "early"]
+        while stack:
+            n = stack.pop()
+            if n in cone:
+                continue
+            cone.add(n)
+            stack.extend(x for x in n.inputs if x in members and cls.get(x) in ("B", "R"))
+        for n in part:
+            if n in done or n in cone:
+                if n in done:
+                    continue
+                if not all(x in done for x in n.inputs):
+                    continue  # emitted by the worklist once its inputs are
+            work = [n]
+            while work:
+                m = work.pop()
+                if m in done:
+                    continue
+                done.add(m)
+                out.append(m)
+                for r in readers.get(m, ()):
+                    if r in cone and r not in done and r in members and all(x in done for x in r.inputs):
+                        work.append(r)
+        for n in part:  # a cone node whose inputs come only later in the part (not expected)
+            if n not in done:
+                done.add(n)
+                out.append(n)
+    # late nodes right before their first reader
+    if late:
+        lateset = set(late)
+        seq = [n for n in out if n not in lateset]
+        pos = {n: i for i, n in enumerate(seq)}
+        before: dict[Node, list[Node]] = {}
+        tail: list[Node] = []
+        for n in late:
+            rs = [pos[r] for r in readers.get(n, ()) if r in pos]
+            if rs:
+                before.setdefault(seq[min(rs)], []).append(n)
+            else:
+                tail.append(n)
+        out = []
+        for n in seq:
+            out.extend(before.get(n, ()))
+            out.append(n)
+        out.extend(tail)
+    return out
 
 
 def last_use(order: Sequence[Node], outputs: Sequence[Node] = ()) -> dict[Node, int]:

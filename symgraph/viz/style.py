@@ -14,6 +14,7 @@ ROLE_STYLES: dict[str, tuple[str, str, str, str]] = {
     "backward": ("#fce5cd", "#b45f06", "filled,rounded,dashed", "backward (cotangent)"),
     "recomputed": ("#d9ead3", "#38761d", "filled,rounded,dotted", "recomputed (checkpointing)"),
     "tangent": ("#ead1dc", "#741b47", "filled,rounded,dashed", "tangent (forward mode)"),
+    "communication": ("#fff2cc", "#7f6000", "filled,rounded,bold", "communication (all-reduce across ranks)"),
 }
 _OTHER_STYLE = ("#eeeeee", "#555555", "filled,rounded,diagonals", "other role")
 _INPUT_FILL = "#fff2cc"

@@ -1,0 +1,228 @@
+"""Run a graph with host ops (communication) on a backend that compiles native code: cut it into segments.
+
+A host op (`Op.extra["host"]`, e.g. `allreduce_start` / `allreduce_wait` of
+`symgraph.ops.comm`) runs in Python: its impl talks to MPI. A backend such as
+"llvm" compiles a whole graph into one native entry, so `compile_segmented`
+cuts the schedule at the host ops: each maximal run of other nodes becomes a
+graph of its own (inputs: the values it reads from before it; outputs: the
+values read after it), compiled by the backend, and `SegmentedExecutable.run`
+calls the segments and the host ops in schedule order. Between segments it
+lets the communicators progress (`progress()`), so that a reduction posted
+before a segment moves while the next host op is reached.
+
+The NumPy evaluator runs host ops itself (it calls every impl), so the
+"numpy" backend gets the whole graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .backend import Backend, Executable
+from .ir import Builder, Graph, Node, current_builder, meta
+from .signature import COMPILED_CASTING, Signature
+from .tracing import make_input
+
+__all__ = ["has_host_ops", "compile_segmented", "SegmentedExecutable"]
+
+
+def has_host_ops(order: Sequence[Node]) -> bool:
+    """Whether any node of the schedule is a host op."""
+    return any(n.op.extra.get("host") for n in order)
+
+
+class _Segment:
+    """One compiled run of non-host nodes: reads `inputs` (original nodes), writes `outputs`."""
+
+    __slots__ = ("inputs", "outputs", "exe", "graph")
+
+    def __init__(self, inputs: list[Node], outputs: list[Node], exe: Executable, graph: Graph):
+        self.inputs = inputs
+        self.outputs = outputs
+        self.exe = exe
+        self.graph = graph
+
+
+def _subgraph(nodes: list[Node], inputs: list[Node], outputs: list[Node], name: str) -> tuple[Graph, list[Node]]:
+    """A graph of `nodes` (in order) whose reads of `inputs` become fresh input nodes; and its order."""
+    new: dict[Node, Node] = {}
+    with Builder():
+        ins = []
+        for j, x in enumerate(inputs):
+            ins.append(make_input(x.shape, x.dtype, j, f"s{j}"))
+            new[x] = ins[-1]
+        order = list(ins)
+        for n in nodes:
+            if n.op.kind == "source" and n.op.name != "input":
+                m = n  # constants are shared as they are
+            else:
+                for x in n.inputs:
+                    if x not in new:  # a constant: shared as it is, placed before its first reader
+                        new[x] = x
+                        order.append(x)
+                m = _remake(n, tuple(new[x] for x in n.inputs))
+            new[n] = m
+            order.append(m)
+    outs = [new[o] for o in outputs]
+    seen = set()
+    uniq = []
+    for n in order:
+        if n not in seen:
+            seen.add(n)
+            uniq.append(n)
+    return Graph(ins, outs, name=name), uniq
+
+
+def _remake(n: Node, inputs: tuple) -> Node:
+    return current_builder().remake(n, inputs, meta(n))
+
+
+def compile_segmented(backend: Backend, graph: Graph, order: Sequence[Node], donate: frozenset[int],
+                      name: str) -> "SegmentedExecutable":
+    """Compile `graph` as native segments between its host ops (see the module docstring).
+
+    Donated input leaves are donated to the last segment when no host op after it reads them.
+
+    Raises:
+        UnsupportedOpError, DTypeError: from the backend, for a segment it cannot compile.
+    """
+    order = list(order)
+    pos = {n: i for i, n in enumerate(order)}
+    # steps: ("seg", [nodes]) or ("host", node), in schedule order; sources are not steps
+    steps: list[tuple[str, Any]] = []
+    run: list[Node] = []
+    for n in order:
+        if n.op.kind == "source":
+            continue
+        if n.op.extra.get("host"):
+            if run:
+                steps.append(("seg", run))
+                run = []
+            steps.append(("host", n))
+        else:
+            run.append(n)
+    if run:
+        steps.append(("seg", run))
+    # the last step reading each value (graph outputs are read at the end)
+    last_read: dict[Node, int] = {}
+    for k, (kind, v) in enumerate(steps):
+        for n in (v if kind == "seg" else [v]):
+            for x in n.inputs:
+                last_read[x] = k
+    end = len(steps)
+    for o in graph.outputs:
+        last_read[o] = end
+    in_index = {x: i for i, x in enumerate(graph.inputs)}
+    last_seg = max((k for k, (kind, _) in enumerate(steps) if kind == "seg"), default=-1)
+    host_after_last = {x for k, (kind, v) in enumerate(steps) if kind == "host" and k > last_seg for x in v.inputs}
+    compiled: list[tuple[str, Any]] = []
+    for k, (kind, v) in enumerate(steps):
+        if kind == "host":
+            compiled.append(("host", v))
+            continue
+        members = set(v)
+        ins: list[Node] = []
+        seen: set[Node] = set()
+        for n in v:
+            for x in n.inputs:
+                if x not in members and x not in seen and not (x.op.kind == "source" and x.op.name != "input"):
+                    seen.add(x)
+                    ins.append(x)
+        outs = [n for n in v if last_read.get(n, -1) > k]
+        g, sub_order = _subgraph(v, ins, outs, f"{name}_seg{k}")
+        don: set[int] = set()
+        if k == last_seg:
+            for j, x in enumerate(ins):
+                if x in in_index and in_index[x] in donate and x not in host_after_last:
+                    don.add(j)
+        exe = backend.compile(g, sub_order, donate=frozenset(don), name=f"{name}_seg{k}")
+        compiled.append(("seg", _Segment(ins, outs, exe, g)))
+    return SegmentedExecutable(graph, compiled, backend.name, pos)
+
+
+class SegmentedExecutable(Executable):
+    """Native segments and host ops run in schedule order (`compile_segmented`).
+
+    Attributes:
+        stats: the backend's figures summed over segments (kernels, arena_bytes, ...), plus
+            segments, host_ops, communication (buckets, bytes per call, and per bucket the
+            number of nodes scheduled between its start and its wait: work that overlaps it).
+    """
+
+    fast = None
+
+    def __init__(self, graph: Graph, steps: list[tuple[str, Any]], backend: str, pos: dict[Node, int]):
+        self.graph = graph
+        self.backend = backend
+        self.steps = steps
+        self.signature = Signature(graph, casting=COMPILED_CASTING, contiguous=True)
+        segs = [s for kind, s in steps if kind == "seg"]
+        stats: dict[str, Any] = {"backend": backend, "segments": len(segs),
+                                 "host_ops": sum(1 for kind, _ in steps if kind == "host")}
+        for s in segs:
+            for key, val in s.exe.stats.items():
+                if isinstance(val, (int, float)) and not isinstance(val, bool) and key != "threads":
+                    stats[key] = stats.get(key, 0) + val
+                else:
+                    stats.setdefault(key, val)
+        comm_nodes = [v for kind, v in steps if kind == "host" and v.op.extra.get("communication")]
+        starts = [n for n in comm_nodes if n.op.name == "allreduce_start"]
+        waits = {n.inputs[0]: n for n in comm_nodes if n.op.name == "allreduce_wait"}
+        overlap = []
+        for s in starts:
+            w = waits.get(s)
+            if w is not None:
+                overlap.append(sum(1 for n in graph.toposort() if n.op.kind != "source" and not n.op.extra.get("host")
+                                   and pos.get(s, 0) < pos.get(n, -1) < pos.get(w, 0)))
+        stats["communication"] = {"buckets": len(starts), "bytes": sum(s.nbytes for s in starts),
+                                  "overlapped_nodes": overlap}
+        self.stats = stats
+        self._comms = list({id(n.attr("comm")): n.attr("comm") for n in comm_nodes
+                            if hasattr(n.attr("comm"), "progress")}.values())
+        self._inputs = frozenset(graph.inputs)  # outputs that are arguments are returned as copies
+
+    def run(self, leaves: list[Any]) -> list[np.ndarray]:
+        """Run on flat argument leaves; see `symgraph.backend.Executable.run`."""
+        vals = self.signature.check(leaves)
+        env: dict[Node, Any] = dict(zip(self.graph.inputs, vals))
+        comms = self._comms
+        with np.errstate(all="ignore"):
+            for kind, s in self.steps:
+                if kind == "seg":
+                    args = [env[x] if x in env else _const(x) for x in s.inputs]
+                    outs = s.exe.run(args)
+                    for o, v in zip(s.outputs, outs):
+                        env[o] = v
+                    for c in comms:
+                        c.progress()
+                else:
+                    n = s
+                    v = n.op.impl(*[env[x] if x in env else _const(x) for x in n.inputs], **n.params)
+                    env[n] = v
+        res = []
+        for o in self.graph.outputs:
+            v = env[o] if o in env else _const(o)
+            res.append(v if isinstance(v, np.ndarray) and v.dtype == o.dtype else np.asarray(v, dtype=o.dtype))
+        inputs = self._inputs
+        return [np.array(v, copy=True) if o in inputs else v for o, v in zip(self.graph.outputs, res)]
+
+    def release(self) -> int:
+        return sum(s.exe.release() for kind, s in self.steps if kind == "seg")
+
+    def profile(self, reset: bool = False) -> list[dict] | None:
+        rows = []
+        for kind, s in self.steps:
+            if kind == "seg":
+                p = s.exe.profile(reset)
+                if p:
+                    rows.extend(p)
+        return rows or None
+
+
+def _const(n: Node) -> Any:
+    if n.op.name == "constant":
+        return n.op.impl(**n.params)
+    raise KeyError(f"value of {n.op.name} node is not available")  # pragma: no cover - a malformed schedule
+
