@@ -17,6 +17,7 @@ IR: emitters, reductions, loops, products, the module, vector math) and `cpu`
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from typing import Any
@@ -32,7 +33,7 @@ LIGHT_PIPELINE_MAX_ELEMENTS = 1
 
 
 def compile_graph(graph: Any, order: list | None = None, donate: frozenset = frozenset(), name: str = "f",
-                  nthreads: int | None = None, profile: bool | None = None) -> Any:
+                  nthreads: int | None = None, profile: bool | None = None, raw_entry: bool = False) -> Any:
     """Compile an optimized, scheduled graph to native code.
 
     Args:
@@ -44,6 +45,11 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         nthreads: threads for large kernels (default: SYMGRAPH_NUM_THREADS or the usable CPUs).
         profile: time every kernel (default: the SYMGRAPH_PROFILE environment
             variable); read the figures with `Executable.profile()`.
+        raw_entry: give the entry the raw-pointer convention (a loop body called from native code).
+
+    Loop regions (`scan` nodes) are compiled first, each body once into its own module
+    (`_compile_regions`); the program calls a body once per step from a native loop
+    (`codegen.llvm.region`), so compile time does not grow with the trip count.
 
     Programs whose loops all have at most `LIGHT_PIPELINE_MAX_ELEMENTS` elements
     (scalar code) get the light LLVM pipeline, the others O3 with vectorization
@@ -78,14 +84,19 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     vm = vmath_module()
     if profile is None:
         profile = os.environ.get("SYMGRAPH_PROFILE", "") not in ("", "0")
-    abi = call_abi()
+    abi = "pointers" if raw_entry else call_abi()
+    t_r0 = time.perf_counter()
+    regions = _compile_regions(order, name, nthreads)
+    t_regions = time.perf_counter() - t_r0
+    t0 += t_regions  # the stage times below are the program's own; the bodies' are `region_seconds`
     # As in `simplify`: fusion and IR emission allocate millions of small objects (`collector_paused`).
     with collector_paused():
         prog = partition(graph, order, donate=donate, blas=blas is not None)
         t_fuse = time.perf_counter() - t0
         _dump("fused", graph, kernels=[k.nodes for k in prog.kernels])
         bp = plan_buffers(prog)
-        mod, info = build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile)
+        mod, info = build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile,
+                                 raw=raw_entry, regions=regions)
         text = module_text(mod, info["prefer_512"])
         del mod  # free the llvmlite objects before LLVM parses the text
         release_session()  # the loop-body IR is not needed any more
@@ -121,6 +132,8 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         "call_abi": abi,
         "releases_gil": info.get("release_gil", abi != "fastcall"),
         "cache": jitted.cache,
+        "loop_regions": len(regions),
+        "region_seconds": t_regions,
         "fuse_seconds": t_fuse,
         "ir_seconds": t_ir,
         "llvm_seconds": t_llvm,
@@ -128,6 +141,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     in_specs = [(x.shape, x.dtype) for x in graph.inputs]
     exe = Executable(graph, jitted, in_specs, bp.out_buffers, bp.out_plan, bp.arena_bytes, bp.consts,
                      prog.donated, stats, abi=abi)
+    exe._regions = regions  # the loop bodies' code and constants, which the entry calls and reads
     if profile:
         exe.set_profile([(kind, [t.node for t in k.tasks]) for kind, k in zip(kinds, prog.kernels)])
     if os.environ.get("SYMGRAPH_DUMP"):
@@ -135,6 +149,35 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     del prog, bp, text
     jit.release_memory()  # LLVM's freed optimizer/emitter heap back to the OS (glibc)
     return exe
+
+
+_region_ids = itertools.count()
+
+
+def _compile_regions(order: list, name: str, nthreads: int | None) -> dict:
+    """Each loop region of the schedule compiled once (`codegen.llvm.region.RegionBody`), by region.
+
+    A body is compiled like any graph, with a raw-pointer entry, and its entry registered with
+    LLVM under a unique symbol that the program's module declares.
+    """
+    import numpy as np
+    import llvmlite.binding as llvm
+
+    from .llvm.region import RegionBody
+
+    out: dict = {}
+    for n in order:
+        if not n.op.extra.get("region"):
+            continue
+        r = n.attr("region")
+        if r in out:
+            continue
+        exe = compile_graph(r.body, name=f"{name}_loop{len(out)}", nthreads=nthreads, raw_entry=True)
+        sym = f"sg_region_{next(_region_ids)}"
+        llvm.add_symbol(sym, exe.jitted.address)
+        ptrs = np.array([c.ctypes.data for c in exe.consts] or [0], dtype=np.uint64)
+        out[r] = RegionBody(sym, exe, ptrs)
+    return out
 
 
 def _dump(stage: str, graph: Any, **extra: Any) -> None:

@@ -202,3 +202,55 @@ def test_bad_lengths_and_bounds():
         sg.trace(lambda n: sg.fori_loop(0, n, lambda i, v: v, 1.0), 3)
     with pytest.raises(sg.SymgraphError, match="unroll"):
         sg.scan(lambda c, x: (c, None), 1.0, length=2, unroll=0)
+
+
+# ----- native loops (LLVM): the body compiled once, called once per step -----
+
+
+def test_llvm_scan_matches_evaluator():
+    pytest.importorskip("llvmlite")
+    f = sg.compile(sg.value_and_grad(rnn, argnums=(0, 1, 2)))
+    v, g = f(W, U, XS)
+    vr, gr = sg.value_and_grad(rnn_loop, argnums=(0, 1, 2))(W, U, XS)
+    assert v == pytest.approx(vr, rel=1e-13)
+    for a, b in zip(g, gr):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+    assert f.stats["loop_regions"] >= 2  # the forward loop and the backward loop
+
+    def fr(h0, xs):
+        return sg.scan(lambda h, x: (np.tanh(h @ W + x @ U), np.sum(h)), h0, xs, reverse=True)
+    hs = RNG.normal(size=(3, 4))
+    got = sg.compile(sg.vmap(fr, in_axes=(0, None)))(hs, XS)
+    want = sg.vmap(fr, in_axes=(0, None))(hs, XS)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-13)
+    W32, U32, X32 = (x.astype(np.float32) for x in (W, U, XS))
+    np.testing.assert_allclose(sg.compile(sg.grad(rnn))(W32, U32, X32), sg.grad(rnn)(W32, U32, X32), rtol=2e-5,
+                               atol=1e-5)
+
+
+def test_llvm_nested_scans_and_second_order():
+    pytest.importorskip("llvmlite")
+
+    def nest(a, xs):
+        def outer(c, x):
+            d, _ = sg.scan(lambda d, z: (d * a + z * c, d), x, np.arange(3.0))
+            return c + np.sin(d), d
+        return sg.scan(outer, 0.3, xs)[0]
+    gg = sg.grad(sg.grad(nest))
+    assert sg.compile(gg)(0.7, XS[:, 0]) == pytest.approx(gg(0.7, XS[:, 0]), rel=1e-12)
+    k = sg.compile(lambda a: sg.fori_loop(0, 3, lambda i, c: (c[0] * a, c[1] + i), (1.0, 0)))
+    v, i = k(2.0)
+    assert v == 8.0 and i == 3 and i.dtype == np.int64
+
+
+def test_llvm_program_size_does_not_grow_with_length():
+    pytest.importorskip("llvmlite")
+
+    def f(h, xs):
+        return np.sum(sg.scan(lambda c, x: (np.sin(c) * x, c), h, xs)[1])
+    s = [sg.compile(sg.grad(f)) for _ in range(2)]
+    s[0](0.5, np.ones(10))
+    s[1](0.5, np.ones(2000))
+    assert s[0].stats["kernels"] == s[1].stats["kernels"] and s[0].stats["nodes"] == s[1].stats["nodes"]
+    assert s[1](0.5, np.full(2000, 0.999)) == pytest.approx(sg.grad(f)(0.5, np.full(2000, 0.999)), rel=1e-12)

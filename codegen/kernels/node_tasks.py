@@ -35,6 +35,7 @@ __all__ = ["make_tasks", "NodeTasks", "NODE_TASKS", "node_tasks"]
 STORE, REDUCE, ARGMAX, SCATTER, GEMM = TaskKind.STORE, TaskKind.REDUCE, TaskKind.ARGMAX, TaskKind.SCATTER, \
     TaskKind.GEMM
 SCAN = TaskKind.SCAN
+REGION = TaskKind.REGION
 
 
 def make_tasks(b: BodyBuilder, M: set, order: list[Node], acc_plans: dict, blas: bool) -> list[Task]:
@@ -75,6 +76,13 @@ class _TaskMaker:
         """Any other node: its value at every index."""
         idx = domain_vars(n.shape)
         self.tasks.append(Task(STORE, n, n.shape, frozenset(), self.b.compute(n, idx), flat_offset(n.shape, idx)))
+
+    def region(self, n: Node) -> None:
+        """An output of a loop region: the loop reads its inputs' buffers (constants passed as buffers)."""
+        for x in n.inputs:
+            if x.op.name == "constant":
+                self.b.consts[x] = x.attr("value").array
+        self.tasks.append(Task(REGION, n, n.shape))
 
     def accumulation(self, n: Node) -> None:
         """A sum of products that accumulate in place: the other terms stored first (if any), then each product."""
@@ -300,6 +308,7 @@ NODE_TASKS: dict[str, NodeTasks] = {
     "reshape": NodeTasks(_TaskMaker.reshape, (STORE,)),
     "scatter_add": NodeTasks(_TaskMaker.scatter_add, (SCATTER,), buffer=True),
     "cumsum": NodeTasks(_TaskMaker.scan, (SCAN,), buffer=True),  # reads its own earlier elements
+    "scan": NodeTasks(_TaskMaker.region, (REGION,), buffer=True),  # a loop region (codegen.llvm.region)
     "cumprod": NodeTasks(_TaskMaker.scan, (SCAN,), buffer=True),
 }
 REDUCTION_TASKS = NodeTasks(_TaskMaker.reduction, (REDUCE,), buffer=True)

@@ -120,6 +120,8 @@ class _Partitioner:
             if kind in ("reduction", "contraction") or node_tasks(op).buffer:
                 if n not in self.absorbed:
                     M.add(n)
+                if TaskKind.REGION in node_tasks(op).kinds:  # a loop reads its inputs' buffers
+                    M.update(x for x in n.inputs if x.op.name != "input")
             elif kind == "opaque" and op.identity_of is None:
                 raise UnsupportedOpError(f"codegen: op {op.name!r} has no native lowering; use backend='numpy'")
             elif kind == "layout" and op.identity_of is None and op.name not in LAYOUTS:
@@ -232,6 +234,9 @@ class _Partitioner:
                 if ki < ko:
                     continue
                 for t in kk.tasks:
+                    if t.kind is TaskKind.REGION:
+                        unsafe |= x in t.node.inputs
+                        continue
                     if not t.kind.loop:
                         unsafe |= x is t.gemm["a"]["base"] or x is t.gemm["b"]["base"]
                         continue
@@ -268,6 +273,7 @@ class _Partitioner:
         expr_kernels: dict[Expr, list[int]] = {}  # Expr of nonzero weight -> the loop kernels computing it
         first_late = None
         frontier = 0  # the latest kernel any task joined so far
+        region_kernel: dict[tuple, int] = {}  # (inputs, region, tag) of a loop -> its kernel
         for phase, group in ((0, normal), (1, late)):
             if phase == 1:
                 first_late = len(kernels)
@@ -288,6 +294,11 @@ class _Partitioner:
                     start = max(start, frontier)
                 chosen = None
                 shared = None
+                if t.kind is TaskKind.REGION:  # the outputs of one loop: one kernel (the loop runs once)
+                    key = (t.node.inputs, t.node.attr("region"), t.node.tag)
+                    chosen = region_kernel.get(key)
+                    if chosen is None:
+                        region_kernel[key] = len(kernels)
                 if t.kind.joins:
                     for ki in range(start, len(kernels)):
                         k = kernels[ki]

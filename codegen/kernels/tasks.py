@@ -27,10 +27,12 @@ __all__ = ["KernelKind", "TaskKind", "Task", "Kernel", "Program", "task_roots", 
 
 
 class KernelKind(str, enum.Enum):
-    """What runs a kernel: a loop nest over its domain, or a matrix-product library call per task."""
+    """What runs a kernel: a loop nest over its domain, a matrix-product library call per task, or a loop
+    region (a compiled loop body called once per step, `codegen.llvm.region`)."""
 
     LOOP = "loop"
     GEMM = "gemm"
+    REGION = "region"
 
     def __str__(self) -> str:
         return self.value
@@ -64,6 +66,9 @@ class TaskKind(str, enum.Enum):
             "element after element (a running sum or product; `scan`: the axis's stride and length)")
     GEMM = ("gemm", KernelKind.GEMM, False, False, False,
             "a matrix product through BLAS (`gemm`: views of the operands)")
+    REGION = ("region", KernelKind.REGION, False, False, False,
+              "an output of a loop region (a `scan` node): the region's compiled body called once per step; "
+              "the loop's sibling outputs share one kernel")
 
     def __new__(cls, name: str, kernel: KernelKind, reduces: bool, joins: bool, fills_empty: bool,
                 doc: str) -> "TaskKind":
@@ -174,6 +179,8 @@ def task_loads(t: Task) -> list[Expr]:
 
 def task_reads(t: Task) -> set[Node]:
     """The materialized nodes a task reads (a product that accumulates also reads its output)."""
+    if t.kind is TaskKind.REGION:
+        return set(t.node.inputs)
     if not t.kind.loop:
         reads = {t.gemm["a"]["base"], t.gemm["b"]["base"]}
         if t.gemm.get("beta"):

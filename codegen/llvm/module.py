@@ -38,6 +38,7 @@ from . import gemm, pieces
 from .context import I8, I32, I64, PTR, VOID, LoweringContext, opaque_alloca
 from .loops import LoopPlan, lower_loop_kernel
 from .reduce import combine_partials, combine_row_partials
+from .region import region_call
 
 __all__ = ["build_module", "module_text", "num_threads", "split_range", "KERNEL_CALLS"]
 
@@ -336,8 +337,10 @@ class _Entry:
     """
 
     def __init__(self, cx: LoweringContext, prog: Program, ref: dict, loops: _LoopKernels, blas: dict | None,
-                 nthreads: int, abi: str, info: dict):
+                 nthreads: int, abi: str, info: dict, raw: bool = False, regions: dict | None = None):
         self.cx = cx
+        self.raw = raw or not OBJECT_ABI  # the entry takes raw pointer arrays (a loop body's entry: `region`)
+        self.regions = regions or {}  # loop region -> its compiled body (`codegen.llvm.region.RegionBody`)
         self.ref = ref
         self.loops = loops
         self.blas = blas
@@ -379,7 +382,7 @@ class _Entry:
             if self.blas_ctl is not None:
                 b.call(cx.function(self.blas_ctl[0], VOID, [I32]), [ir.Constant(I32, self.n_blas)])
         self.arena_base = b.load(b.gep(arena, [ir.Constant(I64, ARRAY_DATA_OFFSET)], source_etype=I8), typ=PTR) \
-            if OBJECT_ABI else arena
+            if not self.raw else arena
         # all base pointers up front (dominate every use)
         for r in sorted(set(ref.values()), key=repr):
             self.ptr_of_ref(r)
@@ -387,7 +390,7 @@ class _Entry:
     def _item(self, tup: ir.Value, k: int) -> ir.Value:
         """The data pointer of item k of an argument tuple (of arrays, or of raw pointers)."""
         b = self.b
-        if OBJECT_ABI:
+        if not self.raw:
             obj = b.load(b.gep(tup, [ir.Constant(I64, TUPLE_ITEMS_OFFSET + 8 * k)], source_etype=I8), typ=PTR)
             return b.load(b.gep(obj, [ir.Constant(I64, ARRAY_DATA_OFFSET)], source_etype=I8), typ=PTR)
         return b.load(b.gep(tup, [ir.Constant(I64, k)], source_etype=PTR), typ=PTR)
@@ -517,6 +520,7 @@ class _Entry:
 KERNEL_CALLS = {
     KernelKind.LOOP: _Entry.loop_call,
     KernelKind.GEMM: _Entry.gemm_call,
+    KernelKind.REGION: region_call,
 }
 
 
@@ -554,7 +558,8 @@ class _Profile:
 
 
 def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "f",
-                 nthreads: int | None = None, abi: str = "ctypes", profile: bool = False) -> tuple[ir.Module, dict]:
+                 nthreads: int | None = None, abi: str = "ctypes", profile: bool = False, raw: bool = False,
+                 regions: dict | None = None) -> tuple[ir.Module, dict]:
     """Emit the LLVM module of a partitioned program.
 
     Args:
@@ -566,6 +571,8 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         abi: how the entry is called: "fastcall" (a METH_FASTCALL builtin) or "ctypes".
         profile: time every kernel (clock_gettime around each call) into the
             global array `sg_profile` (nanoseconds per kernel, then the call count).
+        raw: the entry takes raw pointer arrays whatever the ABI (a loop body called from native code).
+        regions: loop region -> its compiled body (`codegen.llvm.region.compile_regions`).
 
     Returns:
         (module, info): info has kernel kinds, parallel kernels, vector width
@@ -577,7 +584,7 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     loops = _emit_loop_kernels(cx, prog, bp.ref, nthreads)
     info = {"kernels": [], "parallel": 0, "concurrent_gemms": 0, "threads": nthreads, "profile": profile,
             "kernel_functions": loops.functions, "loop_kernel_calls": len(loops.calls)}
-    entry = _Entry(cx, prog, bp.ref, loops, blas, nthreads, abi, info)
+    entry = _Entry(cx, prog, bp.ref, loops, blas, nthreads, abi, info, raw=raw, regions=regions)
     prof = _Profile(entry, len(prog.kernels)) if profile else None
     for ki, k in enumerate(prog.kernels):
         t0 = prof.now() if prof is not None else None
