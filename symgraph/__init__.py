@@ -9,6 +9,7 @@ from .ops import (  # noqa: F401  (the rule modules register the primitives; sym
     comm as _comm_ops,
     custom as _custom_ops,
     elementwise as _elementwise_ops,
+    factor as _factor_ops,
     linalg as _linalg_ops,
     loops as _loop_ops,
     remat as _remat_ops,
@@ -26,6 +27,7 @@ from .errors import (
     NonScalarOutputError,
     ShapeError,
     SymgraphError,
+    LinAlgError,
     TracerConversionError,
     UnsupportedOpError,
 )

@@ -164,4 +164,11 @@ class FloatingPointError(SymgraphError, builtins.FloatingPointError):
 
 class LinAlgError(SymgraphError, np.linalg.LinAlgError):
     """A linear-algebra routine that cannot give a result: a non-finite matrix, or LAPACK's info != 0
-    (an SVD or eigensolver that did not converge). Also a `numpy.linalg.LinAlgError`."""
+    (an SVD or eigensolver that did not converge), a singular matrix in a solve, a matrix that is not
+    positive definite in a Cholesky factorization. Also a `numpy.linalg.LinAlgError`, so code written
+    for NumPy catches it. Raised by the evaluator, by eager calls and by compiled code (from LAPACK's
+    `info`, after the call); the message names the op and ends with the user's line."""
+
+    def at(self, location: SourceLocation | None) -> "LinAlgError":
+        """The same error pointing at `location` (the line of the node that failed)."""
+        return type(self)(self.message, location) if location is not None else self

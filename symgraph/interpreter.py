@@ -6,8 +6,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import ShapeError, SymgraphError
-from .ir import Graph, Node, install_graph_methods
+from .errors import LinAlgError, ShapeError, SymgraphError
+from .ir import Graph, Node, install_graph_methods, meta
 from .passes.schedule import last_use, schedule
 from .signature import EVALUATE_CASTING, Signature
 from .tree import tree_unflatten
@@ -50,7 +50,10 @@ def evaluate_flat(outputs: Sequence[Node], order: Sequence[Node], env: dict[Node
                 if op.name == "input":
                     raise ShapeError(f"input {n.attr('name')} is not bound")
                 vals = [env[x] for x in n.inputs]
-                v = op.impl(*vals, **n.params)
+                try:
+                    v = op.impl(*vals, **n.params)
+                except LinAlgError as e:  # a failure on values (LAPACK info): point at the node's line
+                    raise e.at(meta(n).location) from None
                 env[n] = np.asarray(v, dtype=n.dtype) if not (isinstance(v, np.ndarray) and v.dtype == n.dtype) else v
             for x in n.inputs:
                 if last.get(x) == i and x in env:

@@ -490,7 +490,11 @@ def test_declared_facts_hold_on_values(case, shapes, params):
             args = _args(case, shapes, dtype, seed=variant)
             if variant:
                 args = tuple(_with_zeros(a, rng, signed=variant == 1) for a in args)
-            nodes, vals = _node_values(case, params, args)
+            try:
+                nodes, vals = _node_values(case, params, args)
+            except sg.LinAlgError:  # zeros made a factorization fail: no values to check the facts on
+                assert variant, f"{case.id}: plain inputs must factor"
+                continue
             assert nodes, f"the graph of case {case.id} does not contain {case.op}"
             for n in nodes:
                 v, ins = vals[n], [vals[x] for x in n.inputs]

@@ -11,9 +11,10 @@ from typing import Any
 import numpy as _np
 
 from .. import lax as L
-from ..errors import ShapeError, UnsupportedOpError
+from ..errors import LinAlgError, ShapeError, UnsupportedOpError
 from ..ir import Node
 from ..ops.core import normalize_axes
+from . import factorizations as _fz
 from .arithmetic import abs as _abs, multiply, power
 from . import decompositions as _dec
 from .decompositions import matrix_norm_sv
@@ -320,6 +321,13 @@ class linalg:  # noqa: N801  (mirrors np.linalg)
     matrix_power = staticmethod(_dec.matrix_power)
     multi_dot = staticmethod(_dec.multi_dot)
     cond = staticmethod(_dec.cond)
+    # the solve/factor family (symgraph.numpy.factorizations)
+    solve = staticmethod(_fz.solve)
+    inv = staticmethod(_fz.inv)
+    det = staticmethod(_fz.det)
+    slogdet = staticmethod(_fz.slogdet)
+    cholesky = staticmethod(_fz.cholesky)
+    LinAlgError = LinAlgError
 
 
 # ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----

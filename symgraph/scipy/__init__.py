@@ -1,4 +1,4 @@
-"""`symgraph.scipy`: SciPy functions on traced values, as `jax.scipy` (special, stats, signal).
+"""`symgraph.scipy`: SciPy functions on traced values, as `jax.scipy` (special, stats, signal, linalg).
 
 SciPy's ufuncs (`scipy.special.gammaln`, ...) trace when plain user code
 calls them; the functions here are for SciPy's Python-level functions that
@@ -7,6 +7,6 @@ convert their arguments with `np.asarray` before any protocol sees a tracer
 Nothing in this package imports SciPy. See docs/scipy.md.
 """
 
-from . import signal, special, stats  # noqa: F401
+from . import linalg, signal, special, stats  # noqa: F401
 
-__all__ = ["special", "stats", "signal"]
+__all__ = ["special", "stats", "signal", "linalg"]

@@ -1,0 +1,218 @@
+"""`symgraph.scipy.linalg`: SciPy's triangular, Cholesky and LU solvers on traced values (as `jax.scipy.linalg`).
+
+SciPy's functions convert their arguments with `np.asarray` before any protocol sees a
+tracer, so traced code calls these instead: `solve_triangular`, `cho_factor`/`cho_solve`,
+`lu_factor`/`lu_solve`, `cholesky(lower=...)`, `det`, `inv`, `solve(assume_a=...)`. Each is
+composed of the primitives of `symgraph.ops.factor` (differentiable to any order, batched over
+leading dimensions, compiled natively through LAPACK) and follows SciPy's definitions and
+argument conventions; on plain arrays they compute eagerly through the same primitives.
+Arguments that only tune SciPy's memory use (`overwrite_a`, `overwrite_b`, `check_finite`)
+are accepted and ignored. See docs/linalg.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import lax as L
+from ..errors import LinAlgError, ShapeError, UnsupportedOpError
+from ..ops import factor as F
+from ..numpy import factorizations as _fz
+
+__all__ = ["solve_triangular", "cho_factor", "cho_solve", "lu_factor", "lu_solve", "cholesky", "det", "inv", "solve",
+           "LinAlgError"]
+
+
+def _shape(x: Any) -> tuple:
+    return tuple(x.shape) if L.is_node(x) else np.shape(x)
+
+
+def _trans(trans: Any) -> bool:
+    if trans in (0, "N", "n"):
+        return False
+    if trans in (1, 2, "T", "t", "C", "c"):
+        return True  # real matrices: the conjugate transpose is the transpose
+    raise ShapeError(f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
+
+
+def _rhs(b: Any, n: int, op: str) -> tuple[Any, bool]:
+    """b as (..., n, k) and whether it was a vector (SciPy's rule: 1-d b is one vector)."""
+    sb = _shape(b)
+    if len(sb) == 0:
+        raise ShapeError(f"{op}: right-hand side is 0-d; needs (n,) or (..., n, k)")
+    vec = len(sb) == 1
+    b2 = L.reshape(b, (sb[0], 1)) if vec else b
+    if _shape(b2)[-2] != n:
+        raise ShapeError(f"{op}: right-hand side of shape {sb} does not fit {n} x {n} matrices")
+    return b2, vec
+
+
+def _batched(a: Any, b: Any, n: int) -> tuple[Any, Any]:
+    sa, sb = _shape(a), _shape(b)
+    batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+    return L.broadcast_to(a, batch + (n, n)), L.broadcast_to(b, batch + sb[-2:])
+
+
+def _out(x: Any, vec: bool) -> Any:
+    return L.reshape(x, _shape(x)[:-1]) if vec else x
+
+
+def _floats(a: Any, b: Any, op: str) -> tuple[Any, Any]:
+    a = _fz.float_matrix(a, op, 0)
+    b = _fz.float_matrix(b, op, 1, a.dtype)
+    return _fz.float_matrix(a, op, 0, b.dtype), b
+
+
+def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_diagonal: bool = False,
+                     overwrite_b: bool = False, check_finite: bool = True) -> Any:
+    """x with op(a) x = b for triangular a, reading only its `lower` (or upper) triangle (BLAS trsm).
+
+    Args:
+        a: (..., n, n) float32/float64. b: (n,) or (..., n, k); batch dims broadcast.
+        trans: 0/'N': a x = b; 1/'T' (or 2/'C'): aᵀ x = b.
+        lower: read the lower triangle (default: the upper, as SciPy).
+        unit_diagonal: take a's diagonal as ones (it is not read).
+
+    Raises:
+        LinAlgError: a is not square, or (when evaluated) a zero or NaN on the diagonal read.
+        ShapeError: b does not fit a.
+
+    References: Giles 2008 §2.3.1 (the VJP: b̄ = op(a)^-T x̄, op(a)‾ = -b̄ xᵀ on the triangle read).
+    """
+    a, b = _floats(a, b, "solve_triangular")
+    n = _fz.square(a, "solve_triangular")
+    b2, vec = _rhs(b, n, "solve_triangular")
+    a_, b_ = _batched(a, b2, n)
+    x = L.bind("triangular_solve", a_, b_, lower=bool(lower), trans=_trans(trans), unit_diagonal=bool(unit_diagonal))
+    return _out(x, vec)
+
+
+def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+    """The Cholesky factor of a: upper U with a = Uᵀ U (default, reading a's upper triangle) or lower
+    L with a = L Lᵀ (lower=True, reading the lower triangle), as SciPy's (LAPACK potrf).
+
+    Raises:
+        LinAlgError: a is not square, or (when evaluated) not positive definite or holds NaN.
+
+    References: Murray 2016 (the derivative rules, docs/linalg.md).
+    """
+    a = _fz.float_matrix(a, "cholesky")
+    _fz.square(a, "cholesky")
+    if lower:
+        return L.bind("cholesky", a)
+    return L.swap_last(L.bind("cholesky", L.swap_last(a)))
+
+
+def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
+    """(c, lower) for `cho_solve`: c is `cholesky(a, lower)`.
+
+    Unlike SciPy's, the triangle of c that is not the factor holds zeros, not a's entries.
+    """
+    return cholesky(a, lower=lower), bool(lower)
+
+
+def cho_solve(c_and_lower: tuple, b: Any, overwrite_b: bool = False, check_finite: bool = True) -> Any:
+    """x with a x = b from a's `cho_factor` (c, lower): two triangular solves with c.
+
+    Raises:
+        ShapeError: b does not fit c.
+    """
+    c, lower = c_and_lower
+    c, b = _floats(c, b, "cho_solve")
+    n = _fz.square(c, "cho_solve")
+    b2, vec = _rhs(b, n, "cho_solve")
+    c_, b_ = _batched(c, b2, n)
+    lower = bool(lower)
+    # a = L Lᵀ: x = L^-T (L^-1 b); a = Uᵀ U: x = U^-1 (U^-T b)
+    y = L.bind("triangular_solve", c_, b_, lower=lower, trans=not lower, unit_diagonal=False)
+    x = L.bind("triangular_solve", c_, y, lower=lower, trans=lower, unit_diagonal=False)
+    return _out(x, vec)
+
+
+def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
+    """(lu, piv) as SciPy's: lu holds L (unit diagonal, not stored) below the diagonal and U on and
+    above it, piv LAPACK's 0-based row swaps (int32), for P a = L U with partial pivoting (getrf).
+
+    An exactly singular a factors without error (a zero on U's diagonal; SciPy warns).
+
+    References: de Hoog, Anderssen & Lukas 2011 (the derivative rules of the factors).
+    """
+    a = _fz.float_matrix(a, "lu_factor")
+    _fz.square(a, "lu_factor")
+    lu, ipiv, _ = F.lu_parts(L.bind("lu", a))
+    return lu, L.cast(ipiv, np.int32)
+
+
+def lu_solve(lu_and_piv: tuple, b: Any, trans: Any = 0, overwrite_b: bool = False, check_finite: bool = True) -> Any:
+    """x with a x = b (trans 1/2: aᵀ x = b) from a's `lu_factor` (lu, piv).
+
+    Raises:
+        LinAlgError: (when evaluated) a zero on U's diagonal (a singular a).
+        ShapeError: b or piv does not fit lu.
+    """
+    lu, piv = lu_and_piv
+    lu, b = _floats(lu, b, "lu_solve")
+    n = _fz.square(lu, "lu_solve")
+    if _shape(piv) != _shape(lu)[:-1]:
+        raise ShapeError(f"lu_solve: pivots of shape {_shape(piv)} do not fit factors of shape {_shape(lu)}")
+    b2, vec = _rhs(b, n, "lu_solve")
+    sl, sb = _shape(lu), _shape(b2)
+    batch = tuple(np.broadcast_shapes(sl[:-2], sb[:-2]))
+    lu_ = L.broadcast_to(lu, batch + (n, n))
+    piv = L.cast(piv, np.int64) if L.is_node(piv) else np.asarray(piv, np.int64)
+    piv_ = L.broadcast_to(piv, batch + (n,))
+    b_ = L.broadcast_to(b2, batch + sb[-2:])
+    perm = L.bind("pivots_to_permutation", piv_)
+    if not _trans(trans):
+        x = L.bind("triangular_solve", lu_, F.take_rows(b_, perm), lower=True, trans=False, unit_diagonal=True)
+        x = L.bind("triangular_solve", lu_, x, lower=False, trans=False, unit_diagonal=False)
+    else:
+        x = L.bind("triangular_solve", lu_, b_, lower=False, trans=True, unit_diagonal=False)
+        x = L.bind("triangular_solve", lu_, x, lower=True, trans=True, unit_diagonal=True)
+        x = F.untake_rows(x, perm)
+    return _out(x, vec)
+
+
+def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+    """The determinant (`symgraph.numpy.linalg.det`: LU; 0 for an exactly singular a)."""
+    if not L.is_node(a):
+        a = np.asarray(a)
+    d, sign = _fz.lu_diagonal(a, "det")
+    return L.mul(sign, L.reduce("prod", d, axis=-1))
+
+
+def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+    """The inverse (`symgraph.numpy.linalg.inv`: LU, then a solve with the identity).
+
+    Raises:
+        LinAlgError: a is not square, or (when evaluated) singular.
+    """
+    a = _fz.float_matrix(a, "inv")
+    n = _fz.square(a, "inv")
+    return F.lu_solve(L.bind("lu", a), np.broadcast_to(np.eye(n, dtype=a.dtype), _shape(a)))
+
+
+def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False, overwrite_b: bool = False,
+          check_finite: bool = True, assume_a: str | None = None, transposed: bool = False) -> Any:
+    """x with a x = b (transposed: aᵀ x = b), as SciPy's.
+
+    Args:
+        assume_a: None, 'gen' or 'general' (LU with partial pivoting), or 'pos' / 'positive
+            definite' (Cholesky, reading the `lower` or upper triangle). Other structures
+            ('sym', 'her', 'diagonal', 'banded', ...) are refused.
+
+    Raises:
+        LinAlgError: a is not square, or (when evaluated) singular / not positive definite.
+        UnsupportedOpError: another assume_a.
+    """
+    a, b = _floats(a, b, "solve")
+    kind = assume_a or "gen"
+    if kind in ("pos", "positive definite"):
+        return cho_solve(cho_factor(a, lower=lower), b)  # a symmetric: transposed changes nothing
+    if kind not in ("gen", "general"):
+        raise UnsupportedOpError(f"solve: assume_a={assume_a!r} is not supported (use 'gen' or 'pos')")
+    if transposed:
+        a = L.swap_last(a) if L.is_node(a) else np.swapaxes(a, -1, -2)
+    return _fz.solve_general(a, b, "solve")

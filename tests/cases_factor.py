@@ -1,0 +1,80 @@
+"""Op-table rows for the factorization primitives (symgraph/ops/factor.py): cholesky, triangular_solve, lu,
+pivots_to_permutation. References are NumPy's (and SciPy's lu_factor for the packed LU)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opcase import OpCase
+from symgraph import lax as L
+
+
+def _spd(rng, shape, dtype):
+    n = shape[-1]
+    a = rng.standard_normal(shape)
+    return (a @ np.swapaxes(a, -1, -2) + n * np.eye(n)).astype(dtype)
+
+
+def _well(rng, shape, dtype):
+    """Both triangles filled, a dominant diagonal (a triangular solve reads one triangle)."""
+    return (rng.standard_normal(shape) + 3.0 * np.eye(shape[-1])).astype(dtype)
+
+
+def _real(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _pivots(rng, shape, dtype):
+    n = shape[-1]
+    return (np.arange(n) + rng.integers(0, n - np.arange(n), shape)).astype(np.int64)  # LAPACK's: ipiv[i] >= i
+
+
+def _chol_ref(a):
+    s = np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)  # the symmetric matrix of the lower triangle
+    return np.linalg.cholesky(s)
+
+
+def _tri_ref(a, b, lower, trans, unit_diagonal):
+    m = np.tril(a) if lower else np.triu(a)
+    if unit_diagonal:
+        m = m - np.diagonal(m, axis1=-2, axis2=-1)[..., None] * np.eye(a.shape[-1]) + np.eye(a.shape[-1])
+    if trans:
+        m = np.swapaxes(m, -1, -2)
+    return np.linalg.solve(m.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
+
+
+def _lu_ref(a):
+    import scipy.linalg as sl
+
+    lu, piv = sl.lu_factor(a.astype(np.float64))
+    return np.concatenate([lu, piv[..., None, :].astype(np.float64)], axis=-2).astype(a.dtype)
+
+
+def _p2p_ref(ipiv):
+    perm = np.broadcast_to(np.arange(ipiv.shape[-1]), ipiv.shape).copy()
+    for idx in np.ndindex(ipiv.shape[:-1]):
+        p = perm[idx]
+        for i, j in enumerate(ipiv[idx]):
+            p[i], p[j] = p[j], p[i]
+    return perm
+
+
+def _tri(a, b, lower, trans, unit_diagonal):
+    return L.bind("triangular_solve", a, b, lower=lower, trans=trans, unit_diagonal=unit_diagonal)
+
+
+_TRI_VARIANTS = [
+    (((3, 3), (3, 2)), {"lower": True, "trans": False, "unit_diagonal": False}),
+    (((2, 3, 3), (2, 3, 1)), {"lower": False, "trans": True, "unit_diagonal": True}),
+    (((4, 4), (4, 3)), {"lower": True, "trans": True, "unit_diagonal": False}),
+    (((2, 2), (2, 1)), {"lower": False, "trans": False, "unit_diagonal": False}),
+]
+
+CASES = [
+    OpCase("cholesky", lambda a: L.bind("cholesky", a), _chol_ref, [(((3, 3),), {}), (((2, 4, 4),), {})], (_spd,),
+           ip_rtol=1e-8),
+    OpCase("triangular_solve", _tri, _tri_ref, _TRI_VARIANTS, (_well, _real), ip_rtol=1e-8),
+    OpCase("lu", lambda a: L.bind("lu", a), _lu_ref, [(((3, 3),), {}), (((2, 4, 4),), {})], (_real,), ip_rtol=1e-8),
+    OpCase("pivots_to_permutation", lambda p: L.bind("pivots_to_permutation", p), _p2p_ref,
+           [(((4,),), {}), (((2, 3, 5),), {})], (_pivots,), order=0, dtypes=(np.float64,)),
+]
