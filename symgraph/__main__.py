@@ -1,6 +1,6 @@
 """The `symgraph` command line (also `python -m symgraph`): dump and measure graphs of a function in a file.
 
-    symgraph dump  FILE.py:FUNC --shapes 3,4 [--grad|--hessian|--order N] [--format text|dot|svg|png|pdf] [-o PATH]
+    symgraph dump  FILE.py:FUNC --shapes 3,4 [--grad|--hessian|--order N] [--format text|dot|svg|png|pdf|html] [-o PATH]
     symgraph stats FILE.py:FUNC --shapes 3,4 [--grad|--hessian|--order N] [--compile]
 
 Exit status: 0 success, 2 bad usage (unknown option, bad FILE:FUNC, bad
@@ -54,6 +54,7 @@ _EPILOG = """\
 examples:
   symgraph dump model.py:loss --shapes 3 --shapes 3              text listing
   symgraph dump model.py:loss --shapes 3 --shapes 3 --grad --simplify -o grad.svg
+  symgraph dump model.py:loss --shapes 3 --shapes 3 --grad -o grad.html    interactive, offline viewer
   symgraph dump model.py:f --shapes '' --order 3 --format dot     3rd derivative of a scalar function
   symgraph stats model.py:loss --shapes 64,10 --shapes 10 --grad --checkpoint sqrt --compile
   symgraph dump model.py:xent --shapes 64,10:float32 --shapes 64:int64 --grad   integer labels
@@ -158,9 +159,10 @@ def _parser() -> argparse.ArgumentParser:
                             "recomputed nodes are drawn differently.", 78),
                         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(dp)
-    dp.add_argument("--format", "-f", choices=("text", "dot", "svg", "png", "pdf"),
+    dp.add_argument("--format", "-f", choices=("text", "dot", "svg", "png", "pdf", "html"),
                     help="output format: text (the node listing), dot (Graphviz source), svg/png/pdf (drawn by "
-                         "Graphviz's `dot` program). Default: from the -o suffix (.txt .dot .svg .png .pdf), else text")
+                         "Graphviz's `dot` program), html (an offline interactive viewer, one file, no Graphviz). "
+                         "Default: from the -o suffix (.txt .dot .svg .png .pdf .html), else text")
     dp.add_argument("-o", "--output", metavar="PATH", help="write to PATH instead of standard output")
     c = dp.add_mutually_exclusive_group()
     c.add_argument("--full", action="store_true",
@@ -309,7 +311,8 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     fmt = args.format
     if fmt is None:
         suffix = os.path.splitext(args.output or "")[1].lower()
-        fmt = {".txt": "text", ".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf"}.get(suffix, "text")
+        fmt = {".txt": "text", ".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf",
+               ".html": "html", ".htm": "html"}.get(suffix, "text")
     if fmt in ("png", "pdf") and args.output is None and sys.stdout.isatty():
         raise _UsageError(f"--format {fmt} writes binary data: give -o PATH (or redirect standard output)")
     g, _, _ = _build(args)
@@ -322,6 +325,8 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         data: bytes = (viz.dump(g) + "\n").encode("utf-8")
     elif fmt == "dot":
         data = viz.to_dot(g, **kw).encode("utf-8")
+    elif fmt == "html":
+        data = viz.to_html(g, collapse=kw.get("collapse")).encode("utf-8")
     else:
         try:
             data = viz.render_bytes(g, fmt, timeout=args.timeout, **kw)

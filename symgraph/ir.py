@@ -709,6 +709,10 @@ class Graph:
         """A networkx.DiGraph with one vertex per node (see `symgraph.viz.to_networkx`)."""
         return _graph_method("to_networkx")(self)
 
+    def to_html(self, path: Any = None, **kw: Any) -> str:
+        """An offline interactive viewer in one HTML file (see `symgraph.viz.to_html`); returns its text."""
+        return _graph_method("to_html")(self, path, **kw)
+
     def __repr__(self) -> str:
         return f"Graph({self.name}: {len(self.inputs)} inputs, {len(self.outputs)} outputs, {len(self)} nodes)"
 
@@ -716,7 +720,7 @@ class Graph:
 #: Graph conveniences implemented above the IR, with the module that installs each when it is
 #: imported (`install_graph_methods`): the IR imports neither the evaluator nor the dumps.
 GRAPH_METHODS = {"evaluate": "symgraph.interpreter", "dump": "symgraph.viz", "to_dot": "symgraph.viz",
-                 "render": "symgraph.viz", "to_networkx": "symgraph.viz"}
+                 "render": "symgraph.viz", "to_networkx": "symgraph.viz", "to_html": "symgraph.viz"}
 _graph_methods: dict[str, Any] = {}
 
 

@@ -10,10 +10,12 @@ set in the environment.
 The modules, one job each: `labels` (numbering and labels), `text` (`dump`),
 `dot` (`to_dot`), `style` (colours per role, DOT quoting, the legend),
 `kernels` (kernel clusters), `summarize` (large graphs), `render` (Graphviz),
-`stages` (`SYMGRAPH_DUMP`), `export` (networkx).
+`stages` (`SYMGRAPH_DUMP`), `export` (networkx), `html` (`to_html`, the
+offline interactive viewer; `viewer.js`/`viewer.css` are its script and
+style) and `layout` (its layered layout).
 
-Importing this package installs `Graph.dump`, `Graph.to_dot`, `Graph.render`
-and `Graph.to_networkx`.
+Importing this package installs `Graph.dump`, `Graph.to_dot`, `Graph.render`,
+`Graph.to_networkx` and `Graph.to_html`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 from ..ir import install_graph_methods
 from .dot import to_dot
 from .export import to_networkx
+from .html import to_html
 from .labels import format_attrs, node_ids, node_label, role_counts
 from .render import render, render_bytes, run_dot  # noqa: F401  (render_bytes, run_dot: public, not in __all__)
 from .stages import dump_stage
@@ -34,6 +37,7 @@ __all__ = [
     "render",
     "dump_stage",
     "to_networkx",
+    "to_html",
     "node_ids",
     "node_label",
     "format_attrs",
@@ -42,4 +46,4 @@ __all__ = [
     "ROLE_STYLES",
 ]
 
-install_graph_methods(dump=dump, to_dot=to_dot, render=render, to_networkx=to_networkx)  # g.dump(), ...
+install_graph_methods(dump=dump, to_dot=to_dot, render=render, to_networkx=to_networkx, to_html=to_html)  # g.dump(), ...

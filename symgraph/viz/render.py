@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import SymgraphError
 from ..ir import Graph
 from .dot import to_dot
+from .html import to_html
 from .text import dump
 
 _FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
@@ -23,8 +24,8 @@ def render(graph: Graph, path: str | os.PathLike, *, timeout: float = 120.0, dot
     """Draw the graph to a picture through Graphviz's `dot` program.
 
     The output format is chosen by the suffix: `.svg`, `.png`, `.pdf`; a
-    `.dot`/`.gv` path gets the DOT source and a `.txt` path the text dump,
-    neither needing Graphviz.
+    `.dot`/`.gv` path gets the DOT source, a `.txt` path the text dump and an
+    `.html` path the interactive viewer (`to_html`), none needing Graphviz.
 
     Args:
         graph: the graph.
@@ -46,6 +47,9 @@ def render(graph: Graph, path: str | os.PathLike, *, timeout: float = 120.0, dot
         with open(path, "w", encoding="utf-8") as f:
             f.write(to_dot(graph, **kw))
         return path
+    if suffix in (".html", ".htm"):
+        to_html(graph, path, **{k: v for k, v in kw.items() if k in ("kernels", "collapse", "title")})
+        return path
     if suffix == ".txt":
         with open(path, "w", encoding="utf-8") as f:
             f.write(dump(graph) + "\n")
@@ -53,7 +57,7 @@ def render(graph: Graph, path: str | os.PathLike, *, timeout: float = 120.0, dot
     fmt = _FORMATS.get(suffix)
     if fmt is None:
         raise SymgraphError(f"render: cannot tell the format of {path!r} from its suffix {suffix!r}; "
-                            f"use one of .svg, .png, .pdf (Graphviz) or .dot, .txt")
+                            f"use one of .svg, .png, .pdf (Graphviz) or .dot, .txt, .html")
     data = render_bytes(graph, fmt, timeout=timeout, dot=dot, **kw)
     with open(path, "wb") as f:
         f.write(data)

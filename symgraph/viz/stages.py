@@ -1,4 +1,4 @@
-"""`SYMGRAPH_DUMP=DIR`: the files written for every pipeline stage (listing, DOT, kernels, extra text)."""
+"""`SYMGRAPH_DUMP=DIR`: the files written for every pipeline stage (listing, DOT, HTML viewer, kernels, extra text)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from ..ir import Graph
 from .dot import to_dot
+from .html import to_html
 from .kernels import _kernel_sets
 from .labels import node_ids
 from .text import dump
@@ -39,8 +40,8 @@ def _as_text(v: Any) -> str:
 def dump_stage(stage: str, graph: Graph, **extra: Any) -> list[str]:
     """Write the graph of one pipeline stage when `SYMGRAPH_DUMP=DIR` is set.
 
-    Writes `DIR/NNN-<graph name>-<stage>.txt` (the `dump`) and `.dot` (the
-    `to_dot` source), where NNN is a counter of this process, so that the
+    Writes `DIR/NNN-<graph name>-<stage>.txt` (the `dump`), `.dot` (the
+    `to_dot` source) and `.html` (the `to_html` viewer), where NNN is a counter of this process, so that the
     files sort in pipeline order. Each extra keyword becomes one more file,
     `DIR/NNN-<name>-<stage>-<keyword><ext>` (`.ll` for `llvm_ir`, `.s` for
     `asm`, `.txt` otherwise); values may be str, bytes, a list (joined) or a
@@ -69,7 +70,8 @@ def dump_stage(stage: str, graph: Graph, **extra: Any) -> list[str]:
     written: list[str] = []
     try:
         os.makedirs(d, exist_ok=True)
-        files = {base + ".txt": dump(graph) + "\n", base + ".dot": to_dot(graph, kernels=kernels)}
+        files = {base + ".txt": dump(graph) + "\n", base + ".dot": to_dot(graph, kernels=kernels),
+                 base + ".html": to_html(graph, kernels=kernels)}
         if kernels is not None:
             ids = node_ids(graph)
             klist, _ = _kernel_sets(graph, kernels, ids)

@@ -1,0 +1,274 @@
+"""`g.to_html`: the offline interactive viewer (one HTML file), its layout, and the page in a real browser.
+
+The browser tests drive Debian's `chromium` headless (`--dump-dom` and
+`--screenshot`); the page's URL fragment runs the same code as the mouse and
+the search box (`#search=...&click=ID` dispatches a click event at the node's
+place on the canvas). They are skipped, saying so, when no Chromium is
+installed (`apt-get install chromium`; .ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zlib
+
+import numpy as np
+import pytest
+
+import symgraph as sg
+from symgraph import viz
+from symgraph.ir import meta
+from symgraph.viz.html import REGION_MAX, html_data
+from symgraph.viz.layout import NODE_W
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def small(x, w):
+    h = np.tanh(x * w)  # the tanh line
+    return np.sum(np.sqrt(h * h + 1.0))
+
+
+def chain_loss(x, w, n=700):
+    for i in range(n):
+        x = np.tanh(x * w + 0.1 * i) + np.sin(x)
+    return np.sum(x ** 2)
+
+
+def _data(text: str) -> dict:
+    m = re.search(r'<script type="application/json" id="sg-data">(.*?)</script>', text, re.S)
+    assert m, "no embedded graph data"
+    return json.loads(m.group(1))
+
+
+class _Checker(html.parser.HTMLParser):
+    """Every non-void element is closed, in order; collects tags and attributes."""
+
+    VOID = {"meta", "input", "br", "img", "link", "hr"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, (tag, self.stack[-5:])
+        self.stack.pop()
+
+
+@pytest.fixture(scope="module")
+def small_graph():
+    return sg.trace(sg.grad(small, argnums=(0, 1)), np.ones(3), np.ones(3))
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """A 10,000+ node gradient graph written as HTML: (graph, path, seconds to write, bytes)."""
+    g = sg.trace(sg.grad(chain_loss, argnums=(0, 1)), np.ones(3), np.ones(3))
+    path = str(tmp_path_factory.mktemp("html") / "big.html")
+    t = time.perf_counter()
+    g.to_html(path)
+    return g, path, time.perf_counter() - t, os.path.getsize(path)
+
+
+def test_page_is_well_formed_offline_and_embeds_every_node(small_graph, tmp_path):
+    g = small_graph
+    path = tmp_path / "g.html"
+    text = g.to_html(path)
+    assert path.read_text(encoding="utf-8") == text
+    assert text.startswith("<!DOCTYPE html>")
+    chk = _Checker()
+    chk.feed(text)
+    chk.close()
+    assert chk.stack == []
+    tags = [t for t, _ in chk.tags]
+    assert tags.count("script") == 2 and "canvas" in tags and "title" in tags
+    # offline: nothing is fetched (no external script, style, image, font or request)
+    assert not re.search(r"https?://", text)
+    assert not any(a.get("src") or (t == "link") for t, a in chk.tags)
+    assert "fetch(" not in text and "XMLHttpRequest" not in text and "import(" not in text
+    d = _data(text)
+    ids = viz.node_ids(g)
+    order = list(ids)
+    assert d["n"] == len(order) == len(d["op"]) == len(d["x"]) and d["ids"] == [ids[n] for n in order]
+    assert [d["ops"][k] for k in d["op"]] == [n.op.name for n in order]
+    assert [d["roles"][k]["name"] for k in d["role"]] == [meta(n).role for n in order]
+    assert d["shape"] == [list(n.shape) for n in order]
+    pos = {n: i for i, n in enumerate(order)}
+    assert d["ins"] == [[pos[x] for x in n.inputs] for n in order]
+    assert sorted(d["names"].values()) == ["w", "x"]
+    assert f"<title>symgraph: {g.name} ({len(order)} nodes)</title>" in text
+    # the tanh line, and the backward nodes of sqrt: their forward op and line
+    line = small.__code__.co_firstlineno + 1
+    tanh = [i for i, n in enumerate(order) if n.op.name == "tanh"]
+    assert tanh and all(d["locs"][d["loc"][i]].startswith(f"test_html_viewer.py:{line} ") for i in tanh)
+    assert d["files"][d["file"][tanh[0]]].startswith(__file__)
+    back = [i for i, n in enumerate(order) if meta(n).role == "backward" and meta(n).origin == "sqrt"]
+    assert back and all(d["ops"][d["origin"][i]] == "sqrt" for i in back)
+
+
+def test_script_data_cannot_close_the_script_element():
+    from symgraph.viz.html import _json_for_script
+
+    s = _json_for_script({"a": "</script><script>alert(1)</script>", "b": "<!-- & \u2028"})
+    assert "</" not in s and "<!--" not in s and "\u2028" not in s
+    assert json.loads(s) == {"a": "</script><script>alert(1)</script>", "b": "<!-- & \u2028"}
+
+
+def test_layout_layers_and_regions(small_graph, big):
+    with open(big[1], encoding="utf-8") as f:
+        big_data = _data(f.read())
+    for d in (html_data(small_graph), big_data):
+        n = d["n"]
+        assert all(np.isfinite(d["x"])) and all(np.isfinite(d["y"]))
+        # every value is drawn below what it reads, and nodes of one layer do not overlap
+        assert all(d["y"][i] > d["y"][j] for i in range(n) for j in d["ins"][i])
+        rows: dict[float, list[float]] = {}
+        for x, y in zip(d["x"], d["y"]):
+            rows.setdefault(y, []).append(x)
+        for xs in rows.values():
+            xs.sort()
+            assert all(b - a >= NODE_W - 1e-6 for a, b in zip(xs, xs[1:]))
+        # regions: one role each, at most REGION_MAX nodes, counts that add up
+        members: dict[int, list[int]] = {}
+        for i, r in enumerate(d["region"]):
+            if r >= 0:
+                members.setdefault(r, []).append(i)
+        assert sorted(members) == list(range(len(d["regions"])))
+        for r, ms in members.items():
+            assert len({d["role"][i] for i in ms}) == 1 and 2 <= len(ms) <= REGION_MAX
+            assert d["regions"][r]["count"] == len(ms)
+    assert html_data(small_graph)["start_collapsed"] is False
+
+
+def test_ten_thousand_node_gradient_graph_size_and_time(big):
+    g, path, seconds, size = big
+    n = len(viz.node_ids(g))
+    assert n >= 10_000
+    assert seconds < 20, seconds  # measured about 2-3 s on 2 shared cores
+    assert size < 3_000_000, size  # about 670 KB: ~60 bytes per node
+    with open(path, encoding="utf-8") as f:
+        d = _data(f.read())
+    assert d["n"] == n and d["start_collapsed"] is True and 10 < len(d["regions"]) < n // 50
+
+
+def test_render_cli_and_dump_stage_write_html(small_graph, tmp_path, monkeypatch):
+    p = small_graph.render(str(tmp_path / "r.html"))
+    assert _data(open(p, encoding="utf-8").read())["n"] == len(viz.node_ids(small_graph))
+    src = tmp_path / "model.py"
+    src.write_text("import numpy as np\n\ndef loss(x):\n    return np.sum(np.tanh(x) ** 2)\n")
+    out = tmp_path / "grad.html"
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-m", "symgraph", "dump", f"{src}:loss", "--shapes", "3", "--grad",
+                        "-o", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = _data(out.read_text(encoding="utf-8"))
+    assert "tanh" in d["ops"] and any(ro["name"] == "backward" for ro in d["roles"])
+    assert any(d["locs"][k].startswith("model.py:4 ") for k in d["loc"] if k >= 0)  # the user's file
+    monkeypatch.setenv("SYMGRAPH_DUMP", str(tmp_path / "dumps"))
+    written = viz.dump_stage("traced", small_graph)
+    assert any(w.endswith("-traced.html") for w in written)
+
+
+# ----- in a real browser -----
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+def _browser(tmp_path, url: str, *extra: str) -> subprocess.CompletedProcess:
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no Chromium installed (Debian: apt-get install chromium; .ci/run installs it)")
+    return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                           "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,800",
+                           *extra, url], capture_output=True, text=True, timeout=120)
+
+
+def _attr(dom: str, element_id: str, name: str) -> str:
+    m = re.search(rf'<[^>]*\bid="{element_id}"[^>]*>', dom)
+    assert m, f"no #{element_id} in the page"
+    a = re.search(rf'\b{name}="([^"]*)"', m.group(0))
+    assert a, f"#{element_id} has no {name}"
+    return a.group(1)
+
+
+def test_browser_click_and_search(small_graph, tmp_path):
+    g = small_graph
+    ids = viz.node_ids(g)
+    path = tmp_path / "small.html"
+    g.to_html(path)
+    target = next(n for n in ids if n.op.name == "tanh")
+    n_tanh = sum(1 for n in ids if n.op.name == "tanh")
+    r = _browser(tmp_path, f"file://{path}#search=tanh&click={ids[target]}", "--dump-dom")
+    dom = r.stdout
+    assert r.returncode == 0 and 'data-ready="1"' in dom, r.stderr[-2000:]
+    assert f"<title>symgraph: {g.name} ({len(ids)} nodes)</title>" in dom
+    assert _attr(dom, "sg-count", "data-nodes") == str(len(ids))
+    assert _attr(dom, "sg-count", "data-drawn") == str(len(ids))  # a small graph opens expanded
+    assert _attr(dom, "sg-search-count", "data-matches") == str(n_tanh)
+    # the click landed on the node (hit testing on the canvas) and filled in its details
+    assert _attr(dom, "sg-details", "data-selected") == f"%{ids[target]}"
+    details = dom[dom.index('id="sg-details"'):dom.index('id="sg-results"')]
+    assert f"%{ids[target]} = tanh" in details and "float64" in details and "(3,)" in details
+    assert f"test_html_viewer.py:{small.__code__.co_firstlineno + 1}" in details
+    assert "readers (" in details and "inputs (1)" in details
+
+
+def _png_pixels(path: str) -> tuple[int, int, bytes]:
+    """Width, height and the filtered scanlines of an 8-bit PNG (enough to tell a blank picture)."""
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, w, h = 8, b"", 0, 0
+    while pos < len(data):
+        ln = int.from_bytes(data[pos:pos + 4], "big")
+        kind = data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + ln]
+        if kind == b"IHDR":
+            w, h = int.from_bytes(body[:4], "big"), int.from_bytes(body[4:8], "big")
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + ln
+    return w, h, zlib.decompress(idat)
+
+
+def test_browser_big_graph_collapsed_expand_and_screenshot(big, tmp_path):
+    g, path, _, _ = big
+    n = len(viz.node_ids(g))
+    t = time.perf_counter()
+    r = _browser(tmp_path, f"file://{path}#expand=0", "--dump-dom")
+    load = time.perf_counter() - t
+    dom = r.stdout
+    assert r.returncode == 0 and 'data-ready="1"' in dom, r.stderr[-2000:]
+    assert _attr(dom, "sg-count", "data-nodes") == str(n)
+    drawn = int(_attr(dom, "sg-count", "data-drawn"))
+    nregions = len(_data(open(path, encoding="utf-8").read())["regions"])
+    assert int(_attr(dom, "sg-count", "data-collapsed")) == nregions - 1  # all but the expanded region 0
+    assert 1 < drawn < n // 10
+    assert load < 60, load
+    shot = tmp_path / "viewer.png"
+    keep = os.environ.get("SYMGRAPH_VIEWER_SCREENSHOT")  # a path to keep the picture at (CI artifacts)
+    r = _browser(tmp_path, f"file://{path}#select=5000", f"--screenshot={shot}")
+    assert r.returncode == 0 and shot.exists(), r.stderr[-2000:]
+    w, h, rows = _png_pixels(str(shot))
+    assert (w, h) == (1280, 800)
+    # not blank: many distinct byte values, and far from a single colour
+    assert len(set(rows[:: 7])) > 20
+    if keep:
+        shutil.copy(shot, keep)
