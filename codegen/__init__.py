@@ -163,15 +163,10 @@ def _compile_regions(order: list, name: str, nthreads: int | None) -> dict:
     import numpy as np
     import llvmlite.binding as llvm
 
-    from .llvm.region import RegionBody
+    from .llvm.region import RegionBody, chosen_regions
 
     out: dict = {}
-    for n in order:
-        if not n.op.extra.get("region"):
-            continue
-        r = n.attr("region")
-        if r in out:
-            continue
+    for r in chosen_regions(order):
         exe = compile_graph(r.body, name=f"{name}_loop{len(out)}", nthreads=nthreads, raw_entry=True)
         sym = f"sg_region_{next(_region_ids)}"
         llvm.add_symbol(sym, exe.jitted.address)

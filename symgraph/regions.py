@@ -87,6 +87,57 @@ def capture(outputs: Sequence[Node], inner: Sequence[Node]) -> tuple[list[Node],
     return captured, phs, [sub.get(o, o) for o in outputs]
 
 
+def _residuals(body: Graph, outs: list[Node], nc: int, nk: int) -> tuple[list[tuple[Node, Node]], list[Node]]:
+    """The per-step forward values a backward body reads, each replaced by a placeholder.
+
+    Args:
+        body: the loop body (inputs consts, carry, x).
+        outs: the backward body's outputs (built on the body's nodes).
+        nc, nk: the body's numbers of consts and carries.
+
+    Returns:
+        ([(forward node, placeholder)], outs rebuilt on the placeholders). A forward value is
+        a residual when it changes per step (depends on the carry or x), is not an x itself
+        (the reverse loop reads xs) and is not a cheap op (`Op.cheap`: views, casts), whose
+        inputs are looked at instead; loop invariants are recomputed.
+    """
+    ins = body.inputs
+    cin = set(ins[nc:nc + nk])
+    xin = set(ins[nc + nk:])
+    fwd = body.toposort()
+    fset = set(fwd)
+    varies = set(cin) | xin
+    for n in fwd:
+        if n not in varies and any(x in varies for x in n.inputs):
+            varies.add(n)
+    order = toposort(outs)
+    frontier = [x for n in order if n not in fset for x in n.inputs if x in fset]
+    frontier += [o for o in outs if o in fset]
+    res: dict[Node, None] = {}
+    seen: set[Node] = set()
+    while frontier:
+        x = frontier.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if x in xin or x not in varies or (x.op.kind == "source" and x not in cin):
+            continue
+        if x not in cin and x.op.cheap:
+            frontier.extend(x.inputs)
+            continue
+        res.setdefault(x)
+    saved = [(r, placeholder(r.shape, r.dtype, "residual")) for r in res]
+    sub = {r: p for r, p in saved}
+    b = current_builder()
+    for n in order:
+        if n in sub:
+            continue
+        new = tuple(sub.get(x, x) for x in n.inputs)
+        if any(a is not x for a, x in zip(new, n.inputs)):
+            sub[n] = b.remake(n, new, meta(n))
+    return saved, [sub.get(o, o) for o in outs]
+
+
 def scan_node(inputs: Sequence[Node], region: "Region", index: int) -> Node:
     """Output leaf `index` of the loop `region` on `inputs` (consts, init, xs)."""
     return current_builder().make(OPS["scan"], tuple(inputs), {"region": region, "index": index})
@@ -127,9 +178,17 @@ class Region:
         self._nslots = len(slot)
         self._steps = [(slot[n], n.op.impl, tuple(slot[x] for x in n.inputs), n.params, n.dtype) for n in order]
         self._outs = [slot[o] for o in body.outputs]
+        #: the loop this one extends with residual ys (`_backward`'s saver), else None: both compute the
+        #: same carries and ys, so backends run one loop for the outputs of both (`root`)
+        self.parent: Region | None = None
         self._derived: dict[Any, Any] = {}
         self._last = threading.local()
         self._lock = threading.Lock()
+
+    @property
+    def root(self) -> "Region":
+        """The loop whose outputs this one's are a superset of (itself unless it is a saver)."""
+        return self if self.parent is None else self.parent
 
     def __repr__(self) -> str:
         return (f"<{self.name}: T={self.length}{', reverse' if self.reverse else ''}, "
@@ -179,6 +238,9 @@ class Region:
         The last run is kept (per thread) and reused when the sibling outputs of
         the same loop ask with equal inputs, so the evaluator runs a loop once.
         """
+        d = self._derived.get("bwd")
+        if d is not None:  # reverse mode built a saving loop: one run gives this loop's outputs too
+            return d[1].run(xs)[:self.nk + self.ny]
         last = getattr(self._last, "v", None)
         if last is not None and len(last[0]) == len(xs) and all(
                 a is b or (a.shape == b.shape and np.array_equal(a, b, equal_nan=True))
@@ -215,17 +277,20 @@ class Region:
         nc, nk = self.nc, self.nk
         return ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
 
-    def with_saved_carries(self) -> "Region":
-        """The same loop with the carry entering each step as extra ys (the residuals of reverse mode)."""
-        def build() -> Region:
-            b = self.body
-            g = Graph(b.inputs, b.outputs + self._parts()[1], name=b.name)
-            return Region(g, self.nc, self.nk, self.nx, self.length, self.reverse, name=self.name,
-                          simplify_body=False)
-        return self._memo("saved", build)
+    def _backward(self) -> tuple:
+        """The reverse loop and the forward loop that saves its residuals (built once).
 
-    def _backward(self) -> tuple["Region", list[int], list[int], list[int], list[int]]:
-        """The reverse loop: carries are the carry cotangents and the const cotangents summed so far."""
+        The backward body is the VJP graph of the body. The forward values it reads that change
+        per step (the carry entering a step, intermediates such as a tanh's output) are residuals:
+        the saving loop (`saver`, this loop with them as extra ys) stacks them and the reverse loop
+        reads them as xs, so the forward work is not redone backward. Values that only depend on
+        the consts are recomputed (they are loop invariants), and cheap ops (views, casts) of
+        residuals are recomputed from them.
+
+        Returns:
+            (bwd, saver, n_saved, fk, fc, fx): the reverse loop's region, the saving region,
+            its number of residual ys, and the float carries, consts and xs (indices).
+        """
         def build() -> tuple:
             b = self.body
             cst, cin, xin = self._parts()
@@ -246,12 +311,16 @@ class Region:
             g = vjp_nodes(b.outputs, seeds, wrt)
             g = [L.zeros_like(w) if c is None else c for w, c in zip(wrt, g)]
             nf, ncf = len(fk), len(fc)
-            carries = g[:nf] + [L.add(a, c) for a, c in zip(acc, g[nf:nf + ncf])]
-            graph = Graph(list(cst) + ct_c + acc + ct_y + list(cin) + list(xin), carries + g[nf + ncf:],
+            outs = g[:nf] + [L.add(a, c) for a, c in zip(acc, g[nf:nf + ncf])] + g[nf + ncf:]
+            saved, outs = _residuals(b, outs, self.nc, self.nk)
+            saver = Region(Graph(b.inputs, b.outputs + [r for r, _ in saved], name=b.name), self.nc, self.nk,
+                           self.nx, self.length, self.reverse, name=self.name, simplify_body=False)
+            saver.parent = self
+            graph = Graph(list(cst) + ct_c + acc + ct_y + [p for _, p in saved] + list(xin), outs,
                           name=f"vjp({b.name})")
-            r = Region(graph, self.nc, nf + ncf, len(ct_y) + self.nk + self.nx, self.length, not self.reverse,
+            r = Region(graph, self.nc, nf + ncf, len(ct_y) + len(saved) + self.nx, self.length, not self.reverse,
                        name=f"vjp({self.name})")
-            return r, fk, fc, fx, fy
+            return r, saver, len(saved), fk, fc, fx, fy
         return self._memo("bwd", build)
 
     def vjp_group(self, cts: dict[int, Node], node: Node) -> tuple[Node | None, ...]:
@@ -267,9 +336,8 @@ class Region:
         nc, nk, T = self.nc, self.nk, self.length
         ins = list(node.inputs)
         consts, init, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
-        saved_r = self.with_saved_carries()
-        saved = [scan_node(ins, saved_r, nk + self.ny + j) for j in range(nk)]
-        bwd, fk, fc, fx, fy = self._backward()
+        bwd, saver, n_saved, fk, fc, fx, fy = self._backward()
+        saved = [scan_node(ins, saver, nk + self.ny + j) for j in range(n_saved)]
         b = self.body
         ct_final = [cts.get(j) if cts.get(j) is not None else L.zeros_like(init[j]) for j in fk]
         ct_ys = []

@@ -294,8 +294,8 @@ class _Partitioner:
                     start = max(start, frontier)
                 chosen = None
                 shared = None
-                if t.kind is TaskKind.REGION:  # the outputs of one loop: one kernel (the loop runs once)
-                    key = (t.node.inputs, t.node.attr("region"), t.node.tag)
+                if t.kind is TaskKind.REGION:  # the outputs of one loop (and of its saver): one kernel
+                    key = (t.node.inputs, t.node.attr("region").root, t.node.tag)
                     chosen = region_kernel.get(key)
                     if chosen is None:
                         region_kernel[key] = len(kernels)

@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from .context import I64, PTR, VOID, opaque_alloca
 
-__all__ = ["RegionBody", "region_call", "ALIGN"]
+__all__ = ["RegionBody", "region_call", "kernel_region", "chosen_regions", "ALIGN"]
 
 ALIGN = 64  #: alignment of the scratch block's pieces (the body's arena expects 64-byte slots)
 
@@ -49,6 +49,27 @@ class RegionBody:
     keep: list = field(default_factory=list)
 
 
+def kernel_region(k: Any) -> Any:
+    """The region a region kernel runs: of its outputs' regions (a loop and its saver, which extends
+    it with residual ys), the one with the most outputs."""
+    return max((t.node.attr("region") for t in k.tasks), key=lambda r: len(r.body.outputs))
+
+
+def chosen_regions(order: list) -> list:
+    """The regions the program's region kernels will run (`kernel_region`), in schedule order."""
+    best: dict = {}
+    for n in order:
+        if n.op.extra.get("region"):
+            r = n.attr("region")
+            key = (n.inputs, r.root, n.tag)
+            if key not in best or len(r.body.outputs) > len(best[key].body.outputs):
+                best[key] = r
+    out: dict = {}
+    for r in best.values():
+        out.setdefault(r)
+    return list(out)
+
+
 def _addr(b: ir.IRBuilder, address: int) -> ir.Value:
     return b.inttoptr(ir.Constant(I64, address), PTR)
 
@@ -61,7 +82,7 @@ def region_call(entry: Any, ki: int, k: Any) -> None:
     """Lower a region kernel (the outputs of one loop) at the entry (`KERNEL_CALLS[KernelKind.REGION]`)."""
     cx, b, ab = entry.cx, entry.b, entry.ab
     node0 = k.tasks[0].node
-    region = node0.attr("region")
+    region = kernel_region(k)
     rb: RegionBody = entry.regions[region]
     body = region.body
     nc, nk, nx, ny, T = region.nc, region.nk, region.nx, region.ny, region.length
