@@ -53,7 +53,7 @@ from .tracing import trace
 from .batching import vmap
 from .compile import CompiledFunction, compile  # noqa: A004  (sg.compile, per the API)
 from .custom import custom_jvp, custom_vjp
-from .control import fori_loop, scan
+from .control import cond, fori_loop, scan, switch, while_loop
 from .testing import check_grads, check_vjp_jvp
 from .eager import config
 from .state import StateError, load_state, save_state
@@ -69,7 +69,7 @@ __version__ = "0.1.0"
 __all__ = [
     "trace", "Graph", "Node", "Builder", "evaluate", "numpy", "viz", "nn", "optim", "random",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient",
-    "vmap", "scan", "fori_loop", "custom_vjp", "custom_jvp", "config", "check_vjp_jvp",
+    "vmap", "scan", "fori_loop", "cond", "switch", "while_loop", "custom_vjp", "custom_jvp", "config", "check_vjp_jvp",
     "elementwise_grad", "deriv", "grad_named", "make_vjp", "make_jvp", "linearize", "vector_jacobian_product",
     "tensor_jacobian_product", "hessian_tensor_product", "hessian_vector_product", "make_hvp", "make_ggnvp",
     "compile", "CompiledFunction", "simplify", "check_grads",

@@ -26,10 +26,11 @@ from .autodiff import placeholder
 from .eager import run
 from .errors import DTypeError, ShapeError, SymgraphError
 from .ir import Node, tracing_active
-from .regions import Region, capture, scan_node
+from .branches import Branches, cond_node
+from .regions import Region, WhileRegion, capture, scan_node, while_node
 from .tree import tree_flatten, tree_paths, tree_unflatten
 
-__all__ = ["scan", "fori_loop"]
+__all__ = ["scan", "fori_loop", "cond", "switch", "while_loop"]
 
 
 def _fname(f: Callable) -> str:
@@ -200,3 +201,199 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any) -> Any:
 
     step.__name__ = _fname(body_fun)
     return scan(step, init_val, np.arange(lower, upper, dtype=np.int64))[0]
+
+
+def cond(pred: Any, true_fn: Callable, false_fn: Callable, *operands: Any) -> Any:
+    """`true_fn(*operands) if pred else false_fn(*operands)` with a traced predicate (JAX's `lax.cond`).
+
+    Both functions are traced (once each); only the one `pred` selects runs, in
+    the evaluator and in compiled code, and only its derivative: a NaN or inf in
+    the untaken branch never reaches a gradient.
+
+    Args:
+        pred: a scalar bool (traced or not).
+        true_fn, false_fn: functions of the operands returning pytrees of the
+            same structure, shapes and dtypes.
+        *operands: pytrees of arrays or numbers. The functions may also close
+            over traced values.
+
+    Returns:
+        The selected function's result.
+
+    Raises:
+        DTypeError: pred is not a bool (compare explicitly: `x > 0`), or the
+            branches' results differ in a dtype.
+        ShapeError: pred is not a scalar, or the branches' results differ in a shape.
+        SymgraphError: the branches' results have different structures.
+    """
+    p = pred if isinstance(pred, Node) else np.asarray(pred)
+    if p.dtype != np.bool_:
+        raise DTypeError(f"cond: pred has dtype {p.dtype}; it must be a bool scalar (compare explicitly, e.g. "
+                         f"x > 0, or use sg.switch for an integer index)")
+    if p.shape != ():
+        raise ShapeError(f"cond: pred has shape {tuple(p.shape)}; it must be a scalar (for elementwise selection "
+                         f"use np.where)")
+    return _switch("cond", pred, [false_fn, true_fn], operands)
+
+
+def switch(index: Any, branches: Any, *operands: Any) -> Any:
+    """`branches[index](*operands)` with a traced integer index (JAX's `lax.switch`).
+
+    The index is clamped to [0, len(branches) - 1], as in JAX. Only the selected
+    branch runs (and is differentiated).
+
+    Args:
+        index: a scalar integer (traced or not).
+        branches: a sequence of functions of the operands with results of one
+            structure, shapes and dtypes.
+        *operands: pytrees of arrays or numbers.
+
+    Returns:
+        The selected branch's result.
+
+    Raises:
+        DTypeError: a non-integer index, or branches whose results differ in a dtype.
+        ShapeError: a non-scalar index, or branches whose results differ in a shape.
+        SymgraphError: no branches, or results of different structures.
+    """
+    branches = list(branches)
+    if not branches or not all(callable(b) for b in branches):
+        raise SymgraphError("switch: branches must be a non-empty sequence of functions")
+    i = index if isinstance(index, Node) else np.asarray(index)
+    if i.dtype.kind not in "iub":
+        raise DTypeError(f"switch: index has dtype {i.dtype}; it must be an integer scalar")
+    if i.shape != ():
+        raise ShapeError(f"switch: index has shape {tuple(i.shape)}; it must be a scalar")
+    return _switch("switch", index, branches, operands)
+
+
+def _switch(what: str, index: Any, fns: list, operands: tuple) -> Any:
+    if tracing_active() or _has_nodes((index, operands)):
+        return _branch(what, index, fns, operands)
+    return run(lambda i, ops: _branch(what, i, fns, ops), (index, operands), what)
+
+
+def _branch(what: str, index: Any, fns: list, operands: tuple) -> Any:
+    leaves, tree = tree_flatten(operands)
+    nodes = [_leaf_node(x, f"{what}: operand{p}") for x, p in zip(leaves, tree_paths(tree))]
+    phs = [placeholder(x.shape, x.dtype, f"operand{p}") for x, p in zip(nodes, tree_paths(tree))]
+    results = []
+    for k, fn in enumerate(fns):
+        out = fn(*tree_unflatten(tree, phs))
+        ol, otree = tree_flatten(out)
+        results.append((ol, otree))
+    names = ["false_fn", "true_fn"] if what == "cond" else [f"branches[{k}]" for k in range(len(fns))]
+    ol0, t0 = results[0]
+    outs: list[list[Node]] = []
+    for k, (ol, ot) in enumerate(results):
+        if ot != t0:
+            raise SymgraphError(f"{what}: {names[k]} returned a result of structure {ot}, {names[0]} one of "
+                                f"structure {t0}; the branches must agree")
+        row = [_leaf_node(o, f"{what}: the result{p} of {names[k]}") if not isinstance(o, numbers.Number)
+               else o for o, p in zip(ol, tree_paths(ot))]
+        outs.append(row)
+    # Python numbers are weakly typed: they take the dtype the other branches give that leaf
+    for j in range(len(ol0)):
+        typed = [r[j] for r in outs if isinstance(r[j], Node)]
+        for r in outs:
+            if not isinstance(r[j], Node):
+                r[j] = L.constant(np.asarray(r[j], dtype=typed[0].dtype if typed else None))
+    paths = tree_paths(t0)
+    for k, row in enumerate(outs[1:], 1):
+        for j, (a, b) in enumerate(zip(outs[0], row)):
+            if a.shape != b.shape:
+                raise ShapeError(f"{what}: the result{paths[j]} has shape {b.shape} in {names[k]} and {a.shape} in "
+                                 f"{names[0]}; the branches must agree")
+            if a.dtype != b.dtype:
+                raise DTypeError(f"{what}: the result{paths[j]} has dtype {b.dtype} in {names[k]} and {a.dtype} "
+                                 f"in {names[0]}; the branches must agree (cast one)")
+    flat = [o for row in outs for o in row]
+    captured, cap_ph, flat = capture(flat, phs)
+    m = len(ol0)
+    from .ir import Graph
+
+    graphs = [Graph(phs + cap_ph, flat[k * m:(k + 1) * m], name=getattr(fn, "__name__", f"branch{k}"))
+              for k, fn in enumerate(fns)]
+    region = Branches(graphs, name=what)
+    idx = L.asnode(index)
+    ins = [idx] + nodes + captured
+    res = [cond_node(ins, region, j) for j in range(m)]
+    return tree_unflatten(t0, res)
+
+
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps: int | None = None) -> Any:
+    """`while cond_fun(val): val = body_fun(val)` with a traced condition (JAX's `lax.while_loop`).
+
+    Without `max_steps` the trip count is whatever the condition gives at run
+    time: forward mode (jvp) and vmap work (a batched condition runs until every
+    example is done; each example's carry stops changing when its own condition
+    is false), reverse mode raises (it needs a bound). With `max_steps=N` the
+    loop is a `scan` of N steps whose body is `sg.cond(cond_fun(val), body_fun,
+    identity)`: reverse mode works too (it stores N steps' residuals), and the
+    loop stops after N steps if the condition is still true then.
+
+    Args:
+        cond_fun: `cond_fun(val) -> bool scalar`.
+        body_fun: `body_fun(val) -> val`, keeping val's structure, shapes and dtypes.
+        init_val: the initial value (pytree of arrays or numbers).
+        max_steps: None, or an int >= 0 bounding the number of steps.
+
+    Returns:
+        The final value.
+
+    Raises:
+        DTypeError, ShapeError: cond_fun does not return a bool scalar; body_fun changes a leaf's
+            dtype or shape (named).
+        SymgraphError: body_fun changes the structure; a bad max_steps.
+    """
+    if max_steps is not None:
+        if not isinstance(max_steps, (int, np.integer)) or isinstance(max_steps, bool) or max_steps < 0:
+            raise SymgraphError(f"while_loop: max_steps must be an int >= 0 or None, got {max_steps!r}")
+
+        def step(c: Any, _: Any) -> tuple[Any, None]:
+            return cond(cond_fun(c), body_fun, lambda v: v, c), None
+
+        step.__name__ = _fname(body_fun)
+        return scan(step, init_val, length=int(max_steps))[0]
+    if tracing_active() or _has_nodes(init_val):
+        return _while(cond_fun, body_fun, init_val)
+    return run(lambda v: _while(cond_fun, body_fun, v), (init_val,), f"while_loop({_fname(body_fun)})")
+
+
+def _while(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
+    name = f"while_loop({_fname(body_fun)})"
+    leaves, tree = tree_flatten(init_val)
+    paths = tree_paths(tree)
+    init = [_leaf_node(c, f"{name}: init_val{p}") for c, p in zip(leaves, paths)]
+    cph = [placeholder(c.shape, c.dtype, f"carry{p}") for c, p in zip(init, paths)]
+    pred = cond_fun(tree_unflatten(tree, cph))
+    pred = pred if isinstance(pred, Node) else np.asarray(pred)
+    if pred.dtype != np.bool_ or pred.shape != ():
+        err = DTypeError if pred.dtype != np.bool_ else ShapeError
+        raise err(f"{name}: cond_fun returned {pred.dtype}{list(pred.shape)}; it must return a bool scalar")
+    pred = L.asnode(pred)
+    new = body_fun(tree_unflatten(tree, cph))
+    nl, nt = tree_flatten(new)
+    if nt != tree:
+        raise SymgraphError(f"{name}: body_fun returned a value of structure {nt}; the loop value's structure is "
+                            f"{tree} (the body must keep it)")
+    outs = []
+    for o, c, p in zip(nl, cph, paths):
+        if isinstance(o, numbers.Number) and not isinstance(o, (np.generic, complex)):
+            o = L.constant(np.asarray(o, dtype=c.dtype))
+        o = _leaf_node(o, f"{name}: the value{p} that body_fun returned")
+        if o.shape != c.shape:
+            raise ShapeError(f"{name}: body_fun changed the shape of val{p}: it goes in as {c.shape} and comes out "
+                             f"as {o.shape}; a loop carry keeps its shape")
+        if o.dtype != c.dtype:
+            raise DTypeError(f"{name}: body_fun changed the dtype of val{p}: it goes in as {c.dtype} and comes out "
+                             f"as {o.dtype}; a loop carry keeps its dtype")
+        outs.append(o)
+    captured, cap_ph, flat = capture([pred] + outs, cph)
+    from .ir import Graph
+
+    ins = cph + cap_ph
+    region = WhileRegion(Graph(ins, flat[:1], name=_fname(cond_fun)), Graph(ins, flat[1:], name=_fname(body_fun)),
+                         len(cph), name=name)
+    nodes = init + captured
+    return tree_unflatten(tree, [while_node(nodes, region, j) for j in range(len(cph))])

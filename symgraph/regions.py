@@ -37,7 +37,7 @@ from .ops.batch import bcast, move0, move_to0
 from .passes.cost import node_flops
 from .passes.simplify import simplify
 
-__all__ = ["Region", "capture", "scan_node"]
+__all__ = ["Region", "WhileRegion", "capture", "scan_node", "while_node"]
 
 
 def capture(outputs: Sequence[Node], inner: Sequence[Node]) -> tuple[list[Node], list[Node], list[Node]]:
@@ -426,3 +426,135 @@ class Region:
         i = node.attr("index")
         out = scan_node(new, r, i)
         return out if i < nk else move_to0(out, 1)
+
+
+def while_node(inputs: Sequence[Node], region: "WhileRegion", index: int) -> Node:
+    """Final carry leaf `index` of the while loop `region` on `inputs` (init, *captured)."""
+    return current_builder().make(OPS["while"], tuple(inputs), {"region": region, "index": index})
+
+
+class WhileRegion:
+    """`while cond(carry): carry = body(carry)` with a trip count known only at run time (a `while` node's attribute).
+
+    Attributes:
+        cond: Graph (carry, captured) -> a bool scalar.
+        body: Graph (carry, captured) -> carry (the same input nodes as `cond`).
+        nk: the number of carry leaves (the rest of the inputs are captured values).
+        name: label for dumps.
+    """
+
+    parent = None
+
+    def __init__(self, cond: Graph, body: Graph, nk: int, name: str = "while_loop", simplify_body: bool = True):
+        b = current_builder()
+        self.cond = simplify(cond, builder=b) if simplify_body else cond
+        self.body = simplify(body, builder=b) if simplify_body else body
+        self.nk = nk
+        self.name = name
+        self.num_outputs = nk
+        from .branches import _plan
+
+        self._cplan, self._bplan = _plan(self.cond), _plan(self.body)
+        self._derived: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def root(self) -> "WhileRegion":
+        return self
+
+    def __repr__(self) -> str:
+        return f"<{self.name}: {len(self.cond)} cond nodes, {len(self.body)} body nodes>"
+
+    def out_shape(self, index: int, shapes: Sequence[tuple]) -> tuple:
+        want = [x.shape for x in self.body.inputs]
+        if len(shapes) != len(want) or any(tuple(s) != w for s, w in zip(shapes, want)):
+            raise ShapeError(f"{self.name}: inputs of shapes {list(shapes)}, the loop takes {want}")
+        return self.body.outputs[index].shape
+
+    def out_dtype(self, index: int, dtypes: Sequence[Any]) -> np.dtype:
+        return self.body.outputs[index].dtype
+
+    def flops(self) -> int:
+        return max(1, sum(node_flops(n) for n in self.body.toposort()))
+
+    def run(self, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        from .branches import _run_plan
+
+        carry = [np.asarray(x) for x in xs[:self.nk]]
+        rest = [np.asarray(x) for x in xs[self.nk:]]
+        while bool(_run_plan(self._cplan, carry + rest)[0]):
+            carry = _run_plan(self._bplan, carry + rest)
+        return carry
+
+    def _memo(self, key: Any, build: Any) -> Any:
+        with self._lock:
+            r = self._derived.get(key)
+        if r is None:
+            r = build()
+            with self._lock:
+                r = self._derived.setdefault(key, r)
+        return r
+
+    def vjp_group(self, cts: dict, node: Node) -> tuple:
+        from .errors import UnsupportedOpError
+
+        raise UnsupportedOpError(f"{self.name}: reverse mode through a while_loop needs a bound on its trip count: "
+                                 f"pass max_steps=N (sg.while_loop(cond_fun, body_fun, init_val, max_steps=N)); "
+                                 f"forward mode (jvp) works without it", meta(node).location)
+
+    def _tangents(self, mask: tuple) -> tuple:
+        def build() -> tuple:
+            ins = self.body.inputs
+            nk = self.nk
+            fk = [j for j in range(nk) if is_float(ins[j])]
+            fr = [i for i in range(nk, len(ins)) if mask[i] and is_float(ins[i])]
+            tk = [placeholder(ins[j].shape, ins[j].dtype, "t_carry") for j in fk]
+            tr = [placeholder(ins[i].shape, ins[i].dtype, "t_captured") for i in fr]
+            ts = jvp_nodes(self.body.outputs, [ins[j] for j in fk] + [ins[i] for i in fr], tk + tr)
+            touts = [L.zeros_like(self.body.outputs[j]) if ts[j] is None else ts[j] for j in fk]
+            carries = list(ins[:nk]) + tk
+            rest = list(ins[nk:]) + tr
+            body = Graph(carries + rest, list(self.body.outputs) + touts, name=f"jvp({self.body.name})")
+            cond = Graph(carries + rest, list(self.cond.outputs), name=self.cond.name)
+            return WhileRegion(cond, body, nk + len(fk), name=f"jvp({self.name})"), fk, fr
+        return self._memo(("jvp", mask), build)
+
+    def jvp(self, tangents: Sequence[Node | None], node: Node) -> Node | None:
+        ins = list(node.inputs)
+        nk = self.nk
+        mask = tuple(t is not None for t in tangents)
+        r, fk, fr = self._tangents(mask)
+        j = node.attr("index")
+        if j not in fk:
+            return None
+        tin = ins[:nk] + [tangents[i] if tangents[i] is not None else L.zeros_like(ins[i]) for i in fk]
+        tin += ins[nk:] + [tangents[i] for i in fr]
+        return while_node(tin, r, nk + fk.index(j))
+
+    def _batched(self, mask: tuple, size: int) -> "WhileRegion":
+        def build() -> WhileRegion:
+            ins = self.body.inputs
+            nk = self.nk
+            mask2 = (True,) * nk + mask[nk:]
+            phs = [placeholder((size,) + x.shape, x.dtype, "batched") if m else x for x, m in zip(ins, mask2)]
+            subst = {x: p for x, p, m in zip(ins, phs, mask2) if m}
+            active = batch_nodes(self.cond.outputs, subst, size)[0]
+            new = batch_nodes(self.body.outputs, subst, size)
+            outs = []
+            for o, p in zip(new, phs[:nk]):
+                sel = L.broadcast_to(L.reshape(active, (size,) + (1,) * (o.ndim - 1)), o.shape)
+                outs.append(L.where(sel, o, p))
+            anyc = L.binary("gt", L.reduce("sum", L.cast(active, np.int64)), np.int64(0))
+            return WhileRegion(Graph(phs, [anyc], name=self.cond.name), Graph(phs, outs, name=self.body.name), nk,
+                               name=f"vmap({self.name})")
+        return self._memo(("batch", mask, size), build)
+
+    def batch(self, node: Node, bargs: list, size: int) -> Node:
+        """vmap: every carry batched; an example's carry stops changing when its condition is false."""
+        ins = list(node.inputs)
+        nk = self.nk
+        mask = tuple(b is not None for b in bargs)
+        r = self._batched(mask, size)
+        new = [bcast(ins[j], size) if bargs[j] is None else bargs[j] for j in range(nk)]
+        new += [bargs[i] if bargs[i] is not None else ins[i] for i in range(nk, len(ins))]
+        return while_node(new, r, node.attr("index"))

@@ -349,8 +349,9 @@ def _conversion_error(what: str, fix: str) -> Callable:
     return fn
 
 
-_IF_FIX = ("Python control flow cannot depend on traced values; use symgraph.numpy.where(cond, a, b) "
-           "(or np.where) to select values, or pass the value as a static argument.")
+_IF_FIX = ("Python control flow cannot depend on traced values; use sg.cond(pred, true_fn, false_fn, *operands) "
+           "(or sg.switch) for a branch, sg.while_loop(cond_fun, body_fun, init) for a loop, "
+           "symgraph.numpy.where(cond, a, b) (or np.where) to select values, or pass the value as a static argument.")
 _KEEP_FIX = "Keep the value in the graph, or return it from the function and convert the result."
 _STATIC_FIX = ("Shapes, loop counts and Python indices must be concrete: pass the value as a static argument "
                "(sg.compile(f, static_argnums=...)), or compute it from shapes (x.shape[0]).")

@@ -6,7 +6,7 @@ import numpy as np
 
 import symgraph as sg
 
-from opcase import OpCase, real
+from opcase import OpCase, pos, real
 
 
 def _cell(c, x):
@@ -29,4 +29,26 @@ CASES = [
     OpCase("scan", _scan, _loop,
            [(((3,), (4, 3)), {"reverse": False}), (((2,), (3, 2)), {"reverse": True}),
             (((1,), (1, 1)), {"reverse": False})], (real, real), ip_rtol=1e-9),
+]
+
+
+def _branches(x, y):
+    return sg.cond(np.sum(x) > 0, lambda x, y: np.sin(x) * y, lambda x, y: x * y + 1.0, x, y)
+
+
+def _halvings(x):
+    """The number of halvings until sum(|x|) <= 0.1 (an integer: its derivative is zero by definition)."""
+    return sg.while_loop(lambda c: np.sum(np.abs(c[0])) > 0.1, lambda c: (c[0] * 0.5, c[1] + 1), (x, 0))[1]
+
+
+def _halvings_loop(x):
+    k = 0
+    while np.sum(np.abs(x)) > 0.1:
+        x, k = x * 0.5, k + 1
+    return np.int64(k)
+
+
+CASES += [
+    OpCase("cond", _branches, lambda x, y: np.sin(x) * y, [(((3,), (3,)), {}), (((), ()), {})], (pos, real)),
+    OpCase("while", _halvings, _halvings_loop, [(((3,),), {}), (((),), {})], (real,), order=0),
 ]

@@ -254,3 +254,83 @@ def test_llvm_program_size_does_not_grow_with_length():
     s[1](0.5, np.ones(2000))
     assert s[0].stats["kernels"] == s[1].stats["kernels"] and s[0].stats["nodes"] == s[1].stats["nodes"]
     assert s[1](0.5, np.full(2000, 0.999)) == pytest.approx(sg.grad(f)(0.5, np.full(2000, 0.999)), rel=1e-12)
+
+
+# ----- cond, switch, while_loop -----
+
+
+def _branchy(x, a):
+    return sg.cond(np.sum(x) > 0, lambda x: np.sin(x) * a, lambda x: np.sqrt(-x) + a, x)
+
+
+def test_cond_values_gradients_and_untaken_nan():
+    x = np.array([0.5, 1.0])
+    np.testing.assert_allclose(_branchy(x, 2.0), 2 * np.sin(x), rtol=1e-15)
+    np.testing.assert_allclose(_branchy(-x, 2.0), np.sqrt(x) + 2, rtol=1e-15)
+    gx, ga = sg.grad(lambda x, a: np.sum(_branchy(x, a)), argnums=(0, 1))(x, 2.0)
+    np.testing.assert_allclose(gx, 2 * np.cos(x), rtol=1e-14)
+    assert ga == pytest.approx(np.sum(np.sin(x)), rel=1e-14)
+    gx, ga = sg.grad(lambda x, a: np.sum(_branchy(x, a)), argnums=(0, 1))(-x, 2.0)
+    np.testing.assert_allclose(gx, -0.5 / np.sqrt(x), rtol=1e-14)
+    assert ga == 2.0
+    for xx in (x, -x):
+        sg.check_grads(lambda x, a: np.sum(_branchy(x, a)), (xx, 2.0), order=2)
+    # the untaken branch's derivative is infinite at x = -1 (sqrt of a negative): it never runs
+    assert sg.grad(lambda x: sg.cond(x > 0, np.sqrt, lambda x: x * 0.0, x))(-1.0) == 0.0
+
+
+def test_switch_and_vmap_of_branches():
+    fs = [lambda x: x + 1, lambda x: x * 2, lambda x: -x]
+    assert sg.switch(1, fs, 3.0) == 6.0 and sg.switch(7, fs, 3.0) == -3.0  # clamped, as lax.switch
+    got = sg.vmap(lambda i, x: sg.switch(i, fs, x))(np.array([0, 1, 2, -4]), np.full(4, 3.0))
+    np.testing.assert_array_equal(got, [4.0, 6.0, -3.0, 4.0])
+    x = np.array([0.5, 1.0])
+    np.testing.assert_allclose(sg.vmap(lambda x: _branchy(x, 2.0))(np.stack([x, -x])),
+                               [_branchy(x, 2.0), _branchy(-x, 2.0)], rtol=1e-15)
+    sg.check_grads(lambda x: np.sum(sg.vmap(lambda r: _branchy(r, 2.0))(x)), (np.stack([x, -x]),), order=1)
+
+
+def test_cond_errors():
+    with pytest.raises(sg.DTypeError, match="bool"):
+        sg.cond(1.5, lambda x: x, lambda x: x, 1.0)
+    with pytest.raises(sg.ShapeError, match="scalar"):
+        sg.cond(np.array([True, False]), lambda x: x, lambda x: x, 1.0)
+    with pytest.raises(sg.ShapeError, match=r"shape \(3,\) in true_fn"):
+        sg.cond(True, lambda x: np.ones(3), lambda x: x, np.ones(2))
+    with pytest.raises(sg.DTypeError, match="dtype"):
+        sg.cond(True, lambda x: x.astype(np.float32), lambda x: x, np.ones(2))
+    with pytest.raises(sg.DTypeError, match="integer"):
+        sg.switch(1.0, [lambda x: x], 1.0)
+    with pytest.raises(sg.TracerConversionError, match="sg.cond"):
+        sg.grad(lambda x: x if x > 0 else -x)(1.0)
+
+
+def _newton(a):
+    return sg.while_loop(lambda c: np.abs(c[0] * c[0] - a) > 1e-12,
+                         lambda c: (0.5 * (c[0] + a / c[0]), c[1] + 1), (a, 0))
+
+
+def test_while_loop_forward_jvp_vmap():
+    r, k = _newton(2.0)
+    assert r == pytest.approx(np.sqrt(2.0), rel=1e-15) and k == 5
+    _, t = sg.jvp(lambda a: _newton(a)[0], (2.0,), (1.0,))
+    assert t == pytest.approx(0.5 / np.sqrt(2.0), rel=1e-12)
+    rs, ks = sg.vmap(_newton)(np.array([2.0, 9.0, 1.0]))
+    np.testing.assert_allclose(rs, [np.sqrt(2.0), 3.0, 1.0], rtol=1e-15)
+    np.testing.assert_array_equal(ks, [5, 6, 0])
+    with pytest.raises(sg.UnsupportedOpError, match="max_steps"):
+        sg.grad(lambda a: _newton(a)[0])(2.0)
+    with pytest.raises(sg.DTypeError, match="bool scalar"):
+        sg.while_loop(lambda c: c, lambda c: c, 1.0)
+    with pytest.raises(sg.ShapeError, match="shape of val"):
+        sg.while_loop(lambda c: np.sum(c) > 0, lambda c: np.ones(3), np.ones(2))
+
+
+def test_while_loop_with_max_steps_reverse_mode():
+    def f(a):
+        return sg.while_loop(lambda c: np.abs(c * c - a) > 1e-12, lambda c: 0.5 * (c + a / c), a, max_steps=50)
+    assert f(2.0) == pytest.approx(np.sqrt(2.0), rel=1e-15)
+    assert sg.grad(f)(2.0) == pytest.approx(0.5 / np.sqrt(2.0), rel=1e-12)
+    assert sg.grad(sg.grad(f))(2.0) == pytest.approx(-0.25 * 2.0 ** -1.5, rel=1e-10)
+    sg.check_grads(f, (2.0,), order=2)
+    assert sg.while_loop(lambda c: c < 100.0, lambda c: c + 1.0, 0.0, max_steps=10) == 10.0  # stops at the bound

@@ -67,7 +67,8 @@ LAYERS = {
     "symgraph.derived": 8,
     "symgraph.batching": 8,
     "symgraph.regions": 8,  # loop regions: the rules of the scan op (they differentiate and batch bodies)
-    "symgraph.control": 8,  # scan, fori_loop
+    "symgraph.branches": 8,  # branch regions: the rules of the cond op
+    "symgraph.control": 8,  # scan, fori_loop, cond, switch
     "symgraph.testing": 8,
     "symgraph.numpy_backend": 8,
     "symgraph.compile": 8,

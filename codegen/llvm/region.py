@@ -59,7 +59,7 @@ def chosen_regions(order: list) -> list:
     """The regions the program's region kernels will run (`kernel_region`), in schedule order."""
     best: dict = {}
     for n in order:
-        if n.op.extra.get("region"):
+        if n.op.extra.get("region") == "scan":
             r = n.attr("region")
             key = (n.inputs, r.root, n.tag)
             if key not in best or len(r.body.outputs) > len(best[key].body.outputs):

@@ -1,4 +1,4 @@
-"""Loop regions: the `scan` primitive, whose record holds a traced loop body (`symgraph.control`).
+"""Regions: the `scan` (loop) and `cond` (branches) primitives, whose records hold traced sub-graphs.
 
 `scan(*consts, *init, *xs; region, index)` is output leaf `index` of a loop
 (JAX's `lax.scan`): the region (a `symgraph.control.Region`) holds the body
@@ -13,6 +13,10 @@ same inputs and region, one per `index` (siblings):
   `"group_key"`): their cotangents go into one backward loop;
 - forward mode and batching build one derived loop per region and tangent
   or batch pattern (memoized on the region), so siblings share it.
+
+`cond(index, *operands, *captured; region, index)` is output leaf `index` of
+the branch that the first input selects (a `symgraph.branches.Branches`: one
+graph per branch; `lax.cond` / `lax.switch`), with the same sibling scheme.
 
 The rules are the region's methods: the record delegates to `node.attr("region")`,
 as `custom_vjp_call` delegates to its rule (symgraph.ops.custom).
@@ -51,9 +55,20 @@ def _flops(node):
     return node.attr("region").flops()
 
 
-register(Op("scan", None, "opaque", _shape, _dtype, _impl, _vjp, _jvp,
-            doc="output leaf `index` of a loop over a traced body (lax.scan): final carries, then stacked ys",
-            cheap=False, foldable=False, batch=_batch, flops=_flops,
-            extra={"group_vjp": lambda cts, node: node.attr("region").vjp_group(cts, node),
-                   "group_key": lambda node: (node.inputs, node.attr("region")),
-                   "region": True}))
+def _group_vjp(cts, node):
+    return node.attr("region").vjp_group(cts, node)
+
+
+def _group_key(node):
+    return node.inputs, node.attr("region"), node.tag
+
+
+for _name, _doc in (("scan", "output leaf `index` of a loop over a traced body (lax.scan): final carries, then "
+                              "stacked ys"),
+                    ("cond", "output leaf `index` of the traced branch that input 0 selects (lax.switch; only "
+                             "that branch runs)"),
+                    ("while", "final carry leaf `index` of a while loop over a traced condition and body "
+                              "(lax.while_loop; trip count known at run time)")):
+    register(Op(_name, None, "opaque", _shape, _dtype, _impl, _vjp, _jvp, doc=_doc, cheap=False, foldable=False,
+                batch=_batch, flops=_flops,
+                extra={"group_vjp": _group_vjp, "group_key": _group_key, "region": _name}))
