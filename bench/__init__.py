@@ -18,4 +18,9 @@ WORKLOADS = {
     "W12": "bench.w12_small",
 }
 
-__all__ = ["WORKLOADS"]
+#: Workloads run only when named (not by --all): W14 launches `mpiexec` (the `distributed` extra).
+NAMED_ONLY = {
+    "W14": "bench.w14_scaling",
+}
+
+__all__ = ["WORKLOADS", "NAMED_ONLY"]

@@ -32,7 +32,7 @@ import json  # noqa: E402
 import shlex  # noqa: E402
 import time  # noqa: E402
 
-from . import WORKLOADS  # noqa: E402
+from . import NAMED_ONLY, WORKLOADS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         errored or were WRONG), 2 on bad arguments.
     """
     p = argparse.ArgumentParser(prog="python -m bench", description="symgraph benchmark harness")
-    p.add_argument("workloads", nargs="*", metavar="W", help="workload ids: " + " ".join(WORKLOADS))
+    p.add_argument("workloads", nargs="*", metavar="W", help="workload ids: " + " ".join({**WORKLOADS, **NAMED_ONLY}))
     p.add_argument("--all", action="store_true", help="run every workload")
     p.add_argument("--quick", action="store_true", help="small sizes, few repetitions (CI smoke run)")
     p.add_argument("--json", metavar="PATH", help="write all results as JSON to PATH")
@@ -57,10 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = p.parse_args(argv)
     ids = list(WORKLOADS) if args.all else [w.upper() for w in args.workloads]
-    bad = [w for w in ids if w not in WORKLOADS]
+    modules = {**WORKLOADS, **NAMED_ONLY}
+    bad = [w for w in ids if w not in modules]
     if not ids or bad:
         p.print_usage(sys.stderr)
-        print(f"unknown or no workloads: {bad or '(none)'}; choose from {' '.join(WORKLOADS)} or --all",
+        print(f"unknown or no workloads: {bad or '(none)'}; choose from {' '.join(modules)} or --all "
+              f"(all but {' '.join(NAMED_ONLY)})",
               file=sys.stderr)
         return 2
     from .common import set_thread_env
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     for wid in ids:
         t0 = time.perf_counter()
         try:
-            mod = importlib.import_module(WORKLOADS[wid])
+            mod = importlib.import_module(modules[wid])
             res = mod.run(settings)
         except Exception as e:                                   # noqa: BLE001
             import traceback

@@ -24,7 +24,10 @@ op-by-op re-run only when an output is not finite.
 Limits: a region op (scan, while_loop, cond) is one node here, so a NaN made
 inside a loop body is reported at the loop; a backend whose arithmetic
 differs from NumPy's (the LLVM backend's vectorized exp/log) may produce a
-NaN that the re-run does not, which is reported as such.
+NaN that the re-run does not, which is reported as such. Communication ops
+(data-parallel gradient averaging) are not re-run: the re-run takes each
+rank's own value, so a NaN that reached a rank from another one is reported
+as not reproduced there, and found on the rank that made it.
 """
 
 from __future__ import annotations
@@ -130,7 +133,12 @@ def find_producer(graph: Graph, leaves: Sequence[Any], order: Sequence[Node] | N
         for i, n in enumerate(order):
             if n not in env:
                 vals = [env[x] for x in n.inputs]
-                v = n.op.impl(*vals, **n.params)
+                if n.op.extra.get("host"):
+                    # communication (symgraph.ops.comm): the re-run runs on one rank only, so it must not
+                    # take part in a collective (the other ranks would never join); the local value stands in
+                    v = vals[0]
+                else:
+                    v = n.op.impl(*vals, **n.params)
                 if not (isinstance(v, np.ndarray) and v.dtype == n.dtype):
                     v = np.asarray(v, dtype=n.dtype)
                 env[n] = v

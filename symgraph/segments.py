@@ -22,8 +22,9 @@ import numpy as np
 
 from .backend import Backend, Executable
 from .ir import Builder, Graph, Node, current_builder, meta
-from .signature import COMPILED_CASTING, Signature
+from .signature import COMPILED_CASTING, Signature, fast_match_source
 from .tracing import make_input
+from .tree import tree_unflatten
 
 __all__ = ["has_host_ops", "compile_segmented", "SegmentedExecutable"]
 
@@ -151,8 +152,6 @@ class SegmentedExecutable(Executable):
             number of nodes scheduled between its start and its wait: work that overlaps it).
     """
 
-    fast = None
-
     def __init__(self, graph: Graph, steps: list[tuple[str, Any]], backend: str, pos: dict[Node, int]):
         self.graph = graph
         self.backend = backend
@@ -182,10 +181,27 @@ class SegmentedExecutable(Executable):
         self._comms = list({id(n.attr("comm")): n.attr("comm") for n in comm_nodes
                             if hasattr(n.attr("comm"), "progress")}.values())
         self._inputs = frozenset(graph.inputs)  # outputs that are arguments are returned as copies
+        self.fast = self._make_fast()
+
+    def _make_fast(self) -> Any:
+        """A generated `fast(args)`: the argument checks of `symgraph.signature` unrolled, then `_execute`."""
+        ns: dict[str, Any] = {"_execute": self._execute, "_unflatten": tree_unflatten, "_otree": self.graph.out_tree}
+        if self.graph.out_tree is None:
+            return None
+        match = fast_match_source(self.graph.in_tree, self.signature.specs, frozenset(), ns)
+        if match is None:
+            return None
+        lines, _ = match
+        src = "\n".join(["def fast(args):", *lines, "    return _unflatten(_otree, _execute(args))"])
+        exec(compile(src, f"<symgraph segmented fast call {self.graph.name}>", "exec"), ns)  # noqa: S102
+        return ns["fast"]
 
     def run(self, leaves: list[Any]) -> list[np.ndarray]:
         """Run on flat argument leaves; see `symgraph.backend.Executable.run`."""
-        vals = self.signature.check(leaves)
+        return self._execute(self.signature.check(leaves))
+
+    def _execute(self, vals: Sequence[Any]) -> list[np.ndarray]:
+        """The steps in order on checked argument arrays; the flat outputs."""
         env: dict[Node, Any] = dict(zip(self.graph.inputs, vals))
         comms = self._comms
         with np.errstate(all="ignore"):

@@ -1,0 +1,226 @@
+"""W14 — data-parallel weak scaling: the W2 MLP training step on 1 and 2 MPI ranks.
+
+Each rank trains on its own batch of 256 digits (weak scaling: the global
+batch grows with the ranks) with one thread (SYMGRAPH_NUM_THREADS=1,
+OPENBLAS_NUM_THREADS=1). The step is W2's (float32 MLP 64-256-256-10, softmax
+cross-entropy, SGD 0.1) compiled with ``sg.compile(step,
+data_parallel=True)``; the 1-process baseline is the same step compiled
+without it. Weak-scaling efficiency = (2-rank throughput) / (2 x 1-process
+throughput), throughput in samples per second.
+
+Each configuration runs in fresh processes under ``mpiexec -n N`` (the
+``distributed`` extra); rank 0 times blocks of steps after a barrier and
+reports the median step. Also reported: the seconds per step a rank spent
+waiting for reductions (communication not hidden behind the backward sweep)
+and a blocking ``MPI_Allreduce`` of the same gradient bytes timed alone (what
+the communication costs when nothing overlaps it).
+
+Peer: torch DistributedDataParallel with the gloo backend, the same model
+and step (forward, backward, SGD), ranks started by the same ``mpiexec``
+(``PMI_RANK`` / ``PMI_SIZE``), one thread; a row "missing" without torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+TITLE = "Data-parallel weak scaling of the W2 MLP step (batch 256 per rank, 1 thread per rank)"
+
+
+def _child(mode: str, steps: int, blocks: int) -> None:
+    import numpy as np
+
+    import symgraph as sg
+    import symgraph.distributed as sgd
+
+    from .w2_mlp import BATCH, KEYS, LR, init_params, load_data, loss_fn
+
+    r, n = sgd.rank(), sgd.size()
+    x, y, _ = load_data()
+    xb, yb = x[r * BATCH:(r + 1) * BATCH], y[r * BATCH:(r + 1) * BATCH]  # each rank its own batch
+    lr = np.float32(LR)
+    import symgraph.numpy as snp
+
+    def step(p, x, y):
+        loss, g = sg.value_and_grad(lambda p: loss_fn(p, x, y, snp))(p)
+        return loss, {k: p[k] - lr * g[k] for k in KEYS}
+
+    bucket = int(os.environ.get("SYMGRAPH_W14_BUCKET_BYTES", sgd.BUCKET_BYTES))
+    cf = sg.compile(step, data_parallel=sgd.DataParallel(bucket_bytes=bucket)) if mode == "dp" else sg.compile(step)
+    p = sgd.broadcast(init_params())
+    for _ in range(20):  # compile and warm up
+        _, p = cf(p, xb, yb)
+    comm = sgd.Communicator.of(sgd.comm) if mode == "dp" else None
+    times, waits = [], []
+    for _ in range(blocks):
+        sgd.barrier()
+        w0 = comm.wait_seconds if comm else 0.0
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            _, p = cf(p, xb, yb)
+        times.append((time.perf_counter() - t0) / steps)
+        waits.append(((comm.wait_seconds - w0) / steps) if comm else 0.0)
+    # a blocking all-reduce of the same bytes, alone
+    nbytes = sum(v.nbytes for v in p.values())
+    buf = np.ones(nbytes // 4, np.float32)
+    out = np.empty_like(buf)
+    ar = []
+    for _ in range(blocks):
+        sgd.barrier()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            sgd.comm.Allreduce(buf, out)
+        ar.append((time.perf_counter() - t0) / steps)
+    # every rank's figures (a step is synchronous: the slowest rank sets the pace)
+    everyone = sgd.comm.gather({"step": statistics.median(times), "wait": statistics.median(waits),
+                                "allreduce": statistics.median(ar)}, root=0)
+    if r == 0:
+        stats = cf.stats
+        print("W14JSON " + json.dumps({
+            "ranks": n, "mode": mode, "step": max(e["step"] for e in everyone),
+            "wait": max(e["wait"] for e in everyone), "allreduce": max(e["allreduce"] for e in everyone),
+            "bytes": nbytes, "communication": stats.get("communication"), "segments": stats.get("segments"),
+            "blocks": [round(t, 7) for t in times]}), flush=True)
+
+
+def _torch_child(steps: int, blocks: int) -> None:
+    """The same step with torch DistributedDataParallel (gloo); ranks from mpiexec's PMI_RANK / PMI_SIZE."""
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+
+    from .w2_mlp import BATCH, KEYS, LR, init_params, load_data
+
+    torch.set_num_threads(1)
+    r, n = int(os.environ.get("PMI_RANK", "0")), int(os.environ.get("PMI_SIZE", "1"))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29531")
+    dist.init_process_group("gloo", rank=r, world_size=n)
+
+    class MLP(torch.nn.Module):
+        def __init__(self, p0: dict) -> None:
+            super().__init__()
+            self.p = torch.nn.ParameterDict({k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in p0.items()})
+
+        def forward(self, x: Any, y: Any) -> Any:
+            p = self.p
+            h = torch.tanh(x @ p["W1"] + p["b1"])
+            h = torch.tanh(h @ p["W2"] + p["b2"])
+            z = h @ p["W3"] + p["b3"]
+            zs = z - torch.amax(z, dim=1, keepdim=True)
+            lse = torch.log(torch.sum(torch.exp(zs), dim=1, keepdim=True))
+            return -torch.sum(y * (zs - lse)) * (1.0 / x.shape[0])
+
+    model = torch.nn.parallel.DistributedDataParallel(MLP(init_params()))
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    x, y, _ = load_data()
+    xb = torch.from_numpy(x[r * BATCH:(r + 1) * BATCH].copy())
+    yb = torch.from_numpy(y[r * BATCH:(r + 1) * BATCH].copy())
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        model(xb, yb).backward()
+        opt.step()
+
+    for _ in range(20):
+        step()
+    times = []
+    for _ in range(blocks):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        times.append((time.perf_counter() - t0) / steps)
+    med = torch.tensor([statistics.median(times)], dtype=torch.float64)
+    dist.all_reduce(med, op=dist.ReduceOp.MAX)
+    if r == 0:
+        print("W14JSON " + json.dumps({"ranks": n, "mode": "torch", "step": float(med[0]), "wait": None,
+                                       "allreduce": None, "bytes": sum(v.nbytes for v in init_params().values()),
+                                       "keys": list(KEYS), "blocks": [round(t, 7) for t in times]}), flush=True)
+    dist.destroy_process_group()
+    del np
+
+
+def measure(n: int, mode: str, steps: int, blocks: int, timeout: float = 600) -> dict:
+    """Run `_child` under `mpiexec -n n` in fresh processes; return rank 0's figures.
+
+    Raises:
+        RuntimeError: mpiexec missing or the run failed.
+    """
+    exe = shutil.which("mpiexec", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    if exe is None:
+        raise RuntimeError("mpiexec not found: pip install -e '.[distributed]'")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, SYMGRAPH_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([exe, "-n", str(n), sys.executable, "-m", "bench.w14_scaling", "--child", mode, str(steps),
+                        str(blocks)], capture_output=True, text=True, timeout=timeout, env=env, cwd=root)
+    for line in p.stdout.splitlines():
+        if line.startswith("W14JSON "):
+            return json.loads(line[len("W14JSON "):])
+    raise RuntimeError(f"mpiexec -n {n} failed ({p.returncode}): {p.stderr[-2000:]}")
+
+
+def run(settings):  # noqa: ANN001 - bench.harness.Settings
+    """Measure each configuration in fresh processes; rounds alternate configurations, medians reported."""
+    from .harness import Row, Table, WorkloadResult
+
+    steps, blocks, rounds = (20, 5, 1) if settings.quick else (50, 9, 3)
+    configs = [("symgraph 1 process (sg.compile)", 1, "plain"), ("symgraph 1 rank (data_parallel)", 1, "dp"),
+               ("symgraph 2 ranks (data_parallel)", 2, "dp")]
+    torch_ok = _has_torch()
+    if torch_ok:
+        configs += [("torch DDP gloo 1 rank", 1, "torch"), ("torch DDP gloo 2 ranks", 2, "torch")]
+    res: dict[str, list[dict]] = {name: [] for name, _, _ in configs}
+    for _ in range(rounds):
+        for name, n, mode in configs:
+            res[name].append(measure(n, mode, steps, blocks))
+    bases = {"plain": configs[0][0], "dp": configs[0][0], "torch": "torch DDP gloo 1 rank"}
+    rows = []
+    for name, n, mode in configs:
+        step = statistics.median(r["step"] for r in res[name])
+        base = statistics.median(r["step"] for r in res[bases[mode]])
+        row = Row(name, median=step, min=min(r["step"] for r in res[name]), max=max(r["step"] for r in res[name]),
+                  reps=rounds * blocks, number=steps)
+        # weak scaling: (n-rank throughput) / (n x 1-process throughput) = 1-process step / n-rank step
+        row.extras = {"ranks": n, "samples/s": round(n * 256 / step), "efficiency": round(base / step, 3)}
+        if mode == "dp":
+            row.extras["wait/step"] = f"{statistics.median(r['wait'] for r in res[name]) * 1e6:.0f} us"
+            row.extras["allreduce alone"] = f"{statistics.median(r['allreduce'] for r in res[name]) * 1e6:.0f} us"
+        rows.append(row)
+    if not torch_ok:
+        rows.append(Row("torch DDP gloo", status="missing", message="torch is not installed"))
+    last = res[configs[2][0]][-1]
+    notes = [f"gradient bytes per step {last['bytes']}, buckets {last['communication']['buckets']}, native segments "
+             f"{last['segments']}; efficiency = 1-rank step / n-rank step (symgraph: against the plain 1-process "
+             f"step; torch: against DDP on 1 rank); {rounds} rounds x {blocks} blocks of {steps} steps, slowest rank",
+             "wait/step: time a rank spent in MPI waits per step (communication not hidden); allreduce alone: a "
+             "blocking MPI_Allreduce of the same bytes timed by itself",
+             f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a shared machine)"]
+    t = Table("W14 weak scaling", rows, extra_columns=["ranks", "samples/s", "efficiency", "wait/step",
+                                                       "allreduce alone"], notes=notes)
+    return WorkloadResult("W14", TITLE, [t])
+
+
+def _has_torch() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "--child":
+        if sys.argv[2] == "torch":
+            _torch_child(int(sys.argv[3]), int(sys.argv[4]))
+        else:
+            _child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        for cfg in ((1, "plain"), (1, "dp"), (2, "dp")):
+            print(cfg, measure(cfg[0], cfg[1], 50, 5))
