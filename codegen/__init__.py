@@ -157,8 +157,9 @@ _region_ids = itertools.count()
 def _compile_regions(order: list, name: str, nthreads: int | None) -> dict:
     """Each loop region of the schedule compiled once (`codegen.llvm.region.RegionBody`), by region.
 
-    A body is compiled like any graph, with a raw-pointer entry, and its entry registered with
-    LLVM under a unique symbol that the program's module declares.
+    Each sub-graph (`region.subgraphs()`: a loop body, the branches, a while loop's condition
+    and body) is compiled like any graph, with a raw-pointer entry, registered with LLVM under
+    a unique symbol that the program's module declares.
     """
     import numpy as np
     import llvmlite.binding as llvm
@@ -167,11 +168,15 @@ def _compile_regions(order: list, name: str, nthreads: int | None) -> dict:
 
     out: dict = {}
     for r in chosen_regions(order):
-        exe = compile_graph(r.body, name=f"{name}_loop{len(out)}", nthreads=nthreads, raw_entry=True)
-        sym = f"sg_region_{next(_region_ids)}"
-        llvm.add_symbol(sym, exe.jitted.address)
-        ptrs = np.array([c.ctypes.data for c in exe.consts] or [0], dtype=np.uint64)
-        out[r] = RegionBody(sym, exe, ptrs)
+        syms, exes, ptrs = [], [], []
+        for g in r.subgraphs():
+            exe = compile_graph(g, name=f"{name}_region{len(out)}", nthreads=nthreads, raw_entry=True)
+            sym = f"sg_region_{next(_region_ids)}"
+            llvm.add_symbol(sym, exe.jitted.address)
+            syms.append(sym)
+            exes.append(exe)
+            ptrs.append(np.array([c.ctypes.data for c in exe.consts] or [0], dtype=np.uint64))
+        out[r] = RegionBody(syms, exes, ptrs)
     return out
 
 

@@ -72,6 +72,10 @@ class Branches:
     def __repr__(self) -> str:
         return f"<{self.name}: {len(self.graphs)} branches, {sum(len(g) for g in self.graphs)} nodes>"
 
+    def subgraphs(self) -> list[Graph]:
+        """The graphs a backend compiles for this region: one per branch."""
+        return list(self.graphs)
+
     def out_shape(self, index: int, shapes: Sequence[tuple]) -> tuple:
         want = [()] + [x.shape for x in self.inputs]
         if len(shapes) != len(want) or any(tuple(s) != w for s, w in zip(shapes, want)):

@@ -190,6 +190,15 @@ class Region:
         """The loop whose outputs this one's are a superset of (itself unless it is a saver)."""
         return self if self.parent is None else self.parent
 
+    @property
+    def num_outputs(self) -> int:
+        """Output leaves: final carries, then ys."""
+        return len(self.body.outputs)
+
+    def subgraphs(self) -> list[Graph]:
+        """The graphs a backend compiles for this region: the body."""
+        return [self.body]
+
     def __repr__(self) -> str:
         return (f"<{self.name}: T={self.length}{', reverse' if self.reverse else ''}, "
                 f"{len(self.body)} body nodes>")
@@ -464,6 +473,10 @@ class WhileRegion:
 
     def __repr__(self) -> str:
         return f"<{self.name}: {len(self.cond)} cond nodes, {len(self.body)} body nodes>"
+
+    def subgraphs(self) -> list[Graph]:
+        """The graphs a backend compiles for this region: the condition, then the body."""
+        return [self.cond, self.body]
 
     def out_shape(self, index: int, shapes: Sequence[tuple]) -> tuple:
         want = [x.shape for x in self.body.inputs]

@@ -334,3 +334,25 @@ def test_while_loop_with_max_steps_reverse_mode():
     assert sg.grad(sg.grad(f))(2.0) == pytest.approx(-0.25 * 2.0 ** -1.5, rel=1e-10)
     sg.check_grads(f, (2.0,), order=2)
     assert sg.while_loop(lambda c: c < 100.0, lambda c: c + 1.0, 0.0, max_steps=10) == 10.0  # stops at the bound
+
+
+def test_llvm_cond_switch_while():
+    pytest.importorskip("llvmlite")
+    x = np.array([0.5, 1.0])
+    f = sg.compile(lambda x: _branchy(x, 2.0))
+    g = sg.compile(sg.grad(lambda x: np.sum(_branchy(x, 2.0))))
+    for xx in (x, -x):
+        np.testing.assert_allclose(f(xx), _branchy(xx, 2.0), rtol=1e-15)
+        np.testing.assert_allclose(g(xx), sg.grad(lambda x: np.sum(_branchy(x, 2.0)))(xx), rtol=1e-14)
+    fs = [lambda x: x + 1, lambda x: x * 2, lambda x: -x]
+    sw = sg.compile(lambda i, x: sg.switch(i, fs, x))
+    assert [float(sw(np.int64(i), 3.0)) for i in (-1, 0, 1, 2, 9)] == [4.0, 4.0, 6.0, -3.0, -3.0]
+    r, k = sg.compile(_newton)(2.0)
+    assert r == pytest.approx(np.sqrt(2.0), rel=1e-15) and k == 5
+    rs, ks = sg.compile(sg.vmap(_newton))(np.array([2.0, 9.0, 1.0]))
+    np.testing.assert_array_equal(ks, [5, 6, 0])
+
+    def nb(a):
+        return sg.while_loop(lambda c: np.abs(c * c - a) > 1e-12, lambda c: 0.5 * (c + a / c), a, max_steps=50)
+    v, d = sg.compile(sg.value_and_grad(nb))(2.0)
+    assert v == pytest.approx(np.sqrt(2.0), rel=1e-15) and d == pytest.approx(0.5 / np.sqrt(2.0), rel=1e-12)

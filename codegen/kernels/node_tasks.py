@@ -309,6 +309,8 @@ NODE_TASKS: dict[str, NodeTasks] = {
     "scatter_add": NodeTasks(_TaskMaker.scatter_add, (SCATTER,), buffer=True),
     "cumsum": NodeTasks(_TaskMaker.scan, (SCAN,), buffer=True),  # reads its own earlier elements
     "scan": NodeTasks(_TaskMaker.region, (REGION,), buffer=True),  # a loop region (codegen.llvm.region)
+    "cond": NodeTasks(_TaskMaker.region, (REGION,), buffer=True),  # branches: one runs
+    "while": NodeTasks(_TaskMaker.region, (REGION,), buffer=True),  # a loop with a run-time trip count
     "cumprod": NodeTasks(_TaskMaker.scan, (SCAN,), buffer=True),
 }
 REDUCTION_TASKS = NodeTasks(_TaskMaker.reduction, (REDUCE,), buffer=True)

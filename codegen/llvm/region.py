@@ -1,20 +1,24 @@
-"""A loop region at the entry: the region's body, compiled once, called once per step in a native loop.
+"""Regions at the entry: loops and branches whose sub-graphs are compiled once and called from native code.
 
-A `scan` node's region (symgraph.regions.Region) has a body graph with inputs
-(consts, carry, x) and outputs (carry, y). `codegen.compile_graph` compiles each
-body once into its own module with a raw-pointer entry `body(ins, outs, arena,
-consts)` and registers it under a unique symbol (`RegionBody`); the outer entry
-declares that symbol and, for a region kernel, emits:
+A region node (`scan`, `cond`, `while`; symgraph.regions, symgraph.branches)
+holds sub-graphs (`region.subgraphs()`: a loop body; the branches; a while
+loop's condition and body). `codegen.compile_graph` compiles each sub-graph
+once into its own module with a raw-pointer entry `g(ins, outs, arena, consts)`
+registered under a unique symbol (`RegionBody`); the program's module declares
+those symbols and a region kernel lowers as (`region_call`):
 
-    scratch = aligned_alloc(...)          # next carries, unused ys, the body's arena
-    cur[j] = the final carry's buffer (or scratch); memcpy(cur[j], init[j])
-    for t in 0..T-1 (reversed index when reverse):
-        body(ins = consts, cur, xs[j] + idx*step; outs = next carries, ys[j] + idx*step, arena, consts)
-        the outputs the body does not write (copies of inputs, constants, duplicates) copied
-        memcpy(cur[j], next[j])
-    free(scratch)
+- scan: `for t in 0..T-1` (the index reversed when `reverse`): the body on
+  (consts, current carries, xs[j] + idx*step) writing the next carries and
+  ys[j] + idx*step; the next carries copied over the current ones;
+- cond: the index loaded and clamped, a `switch` to one call per branch;
+- while: the condition called on the current carries (a one-byte bool), then
+  the body, until the condition is false.
 
-So compile time does not depend on the trip count, and no Python runs per step.
+Scratch memory (next carries, outputs nobody reads, the sub-graphs' arena) is
+one `aligned_alloc` per region call, freed at its end. Outputs that a sub-graph
+does not write itself (copies of inputs, constants, duplicates: its out_plan)
+are copied after the call. Compile time does not depend on the trip count,
+and no Python runs per step.
 """
 
 from __future__ import annotations
@@ -25,44 +29,44 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from .context import I64, PTR, VOID, opaque_alloca
+from .context import I8, I64, PTR, VOID, opaque_alloca
 
 __all__ = ["RegionBody", "region_call", "kernel_region", "chosen_regions", "ALIGN"]
 
-ALIGN = 64  #: alignment of the scratch block's pieces (the body's arena expects 64-byte slots)
+ALIGN = 64  #: alignment of the scratch block's pieces (the sub-graphs' arenas expect 64-byte slots)
 
 
 @dataclass
 class RegionBody:
-    """A compiled loop body.
+    """The compiled sub-graphs of a region (in `region.subgraphs()` order).
 
     Attributes:
-        symbol: the registered symbol of its raw-pointer entry.
-        exe: the body's `codegen.cpu.Executable` (kept alive: its code, constants).
-        const_ptrs: uint64 array of the data addresses of the body's constants (its entry's `consts`).
-        keep: arrays whose addresses the outer code embeds (kept alive).
+        symbols: the registered symbol of each sub-graph's raw-pointer entry.
+        exes: each sub-graph's `codegen.cpu.Executable` (kept alive: its code and constants).
+        const_ptrs: per sub-graph, a uint64 array of its constants' data addresses (its `consts`).
+        keep: arrays whose addresses the program's code embeds (kept alive).
     """
 
-    symbol: str
-    exe: Any
-    const_ptrs: np.ndarray
+    symbols: list
+    exes: list
+    const_ptrs: list
     keep: list = field(default_factory=list)
 
 
 def kernel_region(k: Any) -> Any:
     """The region a region kernel runs: of its outputs' regions (a loop and its saver, which extends
     it with residual ys), the one with the most outputs."""
-    return max((t.node.attr("region") for t in k.tasks), key=lambda r: len(r.body.outputs))
+    return max((t.node.attr("region") for t in k.tasks), key=lambda r: r.num_outputs)
 
 
 def chosen_regions(order: list) -> list:
     """The regions the program's region kernels will run (`kernel_region`), in schedule order."""
     best: dict = {}
     for n in order:
-        if n.op.extra.get("region") == "scan":
+        if n.op.extra.get("region"):
             r = n.attr("region")
             key = (n.inputs, r.root, n.tag)
-            if key not in best or len(r.body.outputs) > len(best[key].body.outputs):
+            if key not in best or r.num_outputs > best[key].num_outputs:
                 best[key] = r
     out: dict = {}
     for r in best.values():
@@ -78,114 +82,193 @@ def _round(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def region_call(entry: Any, ki: int, k: Any) -> None:
-    """Lower a region kernel (the outputs of one loop) at the entry (`KERNEL_CALLS[KernelKind.REGION]`)."""
-    cx, b, ab = entry.cx, entry.b, entry.ab
-    node0 = k.tasks[0].node
-    region = kernel_region(k)
-    rb: RegionBody = entry.regions[region]
-    body = region.body
-    nc, nk, nx, ny, T = region.nc, region.nk, region.nx, region.ny, region.length
-    ins = list(node0.inputs)
-    outs = {t.node.attr("index"): entry.ptr_of(t.node) for t in k.tasks}
-    memcpy = cx.function("memcpy", PTR, [PTR, PTR, I64])
-    entry.info["kernels"].append("region")
+class _Lower:
+    """One region kernel being lowered: the entry's builders, the scratch block, sub-graph calls."""
 
-    def copy(dst: ir.Value, src: ir.Value, nbytes: int) -> None:
+    def __init__(self, entry: Any, ki: int, k: Any):
+        self.entry, self.ki = entry, ki
+        self.cx, self.b, self.ab = entry.cx, entry.b, entry.ab
+        self.node0 = k.tasks[0].node
+        self.region = kernel_region(k)
+        self.rb: RegionBody = entry.regions[self.region]
+        self.ins = list(self.node0.inputs)
+        self.outs = {t.node.attr("index"): entry.ptr_of(t.node) for t in k.tasks}
+        self.memcpy = self.cx.function("memcpy", PTR, [PTR, PTR, I64])
+        self.offs: dict = {}
+        self.size = 0
+        self.blk = None
+        self.calls = 0
+
+    def reserve(self, key: Any, nbytes: int) -> None:
+        self.offs[key] = self.size
+        self.size += _round(nbytes)
+
+    def open(self) -> None:
+        """Allocate the scratch block (after every `reserve`)."""
+        self.reserve("arena", max(e.arena_bytes for e in self.rb.exes))
+        alloc = self.cx.function("aligned_alloc", PTR, [I64, I64])
+        self.blk = self.b.call(alloc, [ir.Constant(I64, ALIGN), ir.Constant(I64, _round(max(self.size, ALIGN)))])
+
+    def close(self) -> None:
+        self.b.call(self.cx.function("free", VOID, [PTR]), [self.blk])
+
+    def at(self, key: Any) -> ir.Value:
+        return self.b.gep(self.blk, [ir.Constant(I64, self.offs[key])], source_etype=I8)
+
+    def copy(self, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
         if nbytes > 0:
-            b.call(memcpy, [dst, src, ir.Constant(I64, nbytes)])
+            self.b.call(self.memcpy, [dst, src, ir.Constant(I64, nbytes)])
 
-    cbytes = [body.inputs[nc + j].nbytes for j in range(nk)]
-    xstep = [body.inputs[nc + nk + j].nbytes for j in range(nx)]
-    ybytes = [body.outputs[nk + j].nbytes for j in range(ny)]
-    # the scratch block: the next carries, a current carry without an output buffer, unused ys, the arena
-    offs: dict[tuple, int] = {}
-    size = 0
-    for j in range(nk):
-        offs[("next", j)] = size
-        size += _round(cbytes[j])
-        if j not in outs:
-            offs[("cur", j)] = size
-            size += _round(cbytes[j])
-    for j in range(ny):
-        if nk + j not in outs:
-            offs[("y", j)] = size
-            size += _round(ybytes[j])
-    offs[("arena",)] = size
-    size += _round(rb.exe.arena_bytes)
-    alloc = cx.function("aligned_alloc", PTR, [I64, I64])
-    free = cx.function("free", VOID, [PTR])
-    blk = b.call(alloc, [ir.Constant(I64, ALIGN), ir.Constant(I64, max(size, ALIGN))])
+    def ptr(self, node: Any) -> ir.Value:
+        return self.entry.ptr_of(node)
 
-    def at(key: tuple) -> ir.Value:
-        return b.gep(blk, [ir.Constant(I64, offs[key])], source_etype=ir.IntType(8))
-
-    cur = [outs[j] if j in outs else at(("cur", j)) for j in range(nk)]
-    nxt = [at(("next", j)) for j in range(nk)]
-    arena = at(("arena",))
-    for j in range(nk):
-        copy(cur[j], entry.ptr_of(ins[nc + j]), cbytes[j])
-    n_in = len(body.inputs)
-    out_plan = rb.exe.out_plan
-    n_buf = len(rb.exe.out_buffers)
-    in_arr = opaque_alloca(ab, ir.ArrayType(PTR, max(n_in, 1)), f"region_in{ki}")
-    out_arr = opaque_alloca(ab, ir.ArrayType(PTR, max(n_buf, 1)), f"region_out{ki}")
-
-    def slot(arr: ir.Value, i: int) -> ir.Value:
-        return b.gep(arr, [ir.Constant(I64, i)], source_etype=PTR)
-
-    for i in range(nc):
-        b.store(entry.ptr_of(ins[i]), slot(in_arr, i))
-    for j in range(nk):
-        b.store(cur[j], slot(in_arr, nc + j))
-    fn = cx.function(rb.symbol, VOID, [PTR, PTR, PTR, PTR])
-    consts = _addr(b, int(rb.const_ptrs.ctypes.data))
-    if T > 0:
-        pre = b.block
-        loop_bb = b.append_basic_block(f"region{ki}_loop")
-        after_bb = b.append_basic_block(f"region{ki}_done")
-        b.branch(loop_bb)
-        b.position_at_end(loop_bb)
-        t = b.phi(I64, name=f"t{ki}")
-        t.add_incoming(ir.Constant(I64, 0), pre)
-        idx = b.sub(ir.Constant(I64, T - 1), t) if region.reverse else t
-        xptr = []
-        for j in range(nx):
-            p = b.gep(entry.ptr_of(ins[nc + nk + j]), [b.mul(idx, ir.Constant(I64, xstep[j]))],
-                      source_etype=ir.IntType(8))
-            xptr.append(p)
-            b.store(p, slot(in_arr, nc + nk + j))
-        in_ptrs = [entry.ptr_of(ins[i]) for i in range(nc)] + cur + xptr
-        targets = list(nxt)
-        for j in range(ny):
-            if nk + j in outs:
-                targets.append(b.gep(outs[nk + j], [b.mul(idx, ir.Constant(I64, ybytes[j]))],
-                                     source_etype=ir.IntType(8)))
-            else:
-                targets.append(at(("y", j)))
+    def call(self, gi: int, in_ptrs: list, targets: list) -> None:
+        """Call sub-graph `gi` on input pointers, writing its outputs at `targets` (its out_plan followed)."""
+        b, rb = self.b, self.rb
+        exe = rb.exes[gi]
+        graph = self.region.subgraphs()[gi]
+        self.calls += 1
+        tag = f"{self.ki}_{self.calls}"
+        in_arr = opaque_alloca(self.ab, ir.ArrayType(PTR, max(len(in_ptrs), 1)), f"rin{tag}")
+        out_arr = opaque_alloca(self.ab, ir.ArrayType(PTR, max(len(exe.out_buffers), 1)), f"rout{tag}")
+        for i, p in enumerate(in_ptrs):
+            b.store(p, b.gep(in_arr, [ir.Constant(I64, i)], source_etype=PTR))
         written = set()
-        for o, plan in enumerate(out_plan):
+        for o, plan in enumerate(exe.out_plan):
             if plan[0] == "buf" and plan[1] not in written:
                 written.add(plan[1])
-                b.store(targets[o], slot(out_arr, plan[1]))
-        b.call(fn, [in_arr, out_arr, arena, consts])
-        nbytes = cbytes + ybytes
-        for o, plan in enumerate(out_plan):
-            kind = plan[0]
-            if kind == "buf":
-                continue
+                b.store(targets[o], b.gep(out_arr, [ir.Constant(I64, plan[1])], source_etype=PTR))
+        fn = self.cx.function(rb.symbols[gi], VOID, [PTR, PTR, PTR, PTR])
+        b.call(fn, [in_arr, out_arr, self.at("arena"), _addr(b, int(rb.const_ptrs[gi].ctypes.data))])
+        for o, plan in enumerate(exe.out_plan):
+            kind, nbytes = plan[0], graph.outputs[o].nbytes
             if kind in ("copy_in", "in"):
-                copy(targets[o], in_ptrs[plan[1]], nbytes[o])
+                self.copy(targets[o], in_ptrs[plan[1]], nbytes)
             elif kind == "dup":
-                copy(targets[o], targets[plan[1]], nbytes[o])
+                self.copy(targets[o], targets[plan[1]], nbytes)
             elif kind == "const":
                 a = np.ascontiguousarray(plan[1])
                 rb.keep.append(a)
-                copy(targets[o], _addr(b, int(a.ctypes.data)), nbytes[o])
+                self.copy(targets[o], _addr(b, int(a.ctypes.data)), nbytes)
+
+
+def _scan(lw: _Lower) -> None:
+    b, r = lw.b, lw.region
+    body = r.body
+    nc, nk, nx, ny, T = r.nc, r.nk, r.nx, r.ny, r.length
+    ins, outs = lw.ins, lw.outs
+    cbytes = [body.inputs[nc + j].nbytes for j in range(nk)]
+    xstep = [body.inputs[nc + nk + j].nbytes for j in range(nx)]
+    ybytes = [body.outputs[nk + j].nbytes for j in range(ny)]
+    for j in range(nk):
+        lw.reserve(("next", j), cbytes[j])
+        if j not in outs:
+            lw.reserve(("cur", j), cbytes[j])
+    for j in range(ny):
+        if nk + j not in outs:
+            lw.reserve(("y", j), ybytes[j])
+    lw.open()
+    cur = [outs[j] if j in outs else lw.at(("cur", j)) for j in range(nk)]
+    nxt = [lw.at(("next", j)) for j in range(nk)]
+    for j in range(nk):
+        lw.copy(cur[j], lw.ptr(ins[nc + j]), cbytes[j])
+    if T > 0:
+        pre = b.block
+        loop_bb = b.append_basic_block(f"region{lw.ki}_loop")
+        after_bb = b.append_basic_block(f"region{lw.ki}_done")
+        b.branch(loop_bb)
+        b.position_at_end(loop_bb)
+        t = b.phi(I64, name=f"t{lw.ki}")
+        t.add_incoming(ir.Constant(I64, 0), pre)
+        idx = b.sub(ir.Constant(I64, T - 1), t) if r.reverse else t
+        xptr = [b.gep(lw.ptr(ins[nc + nk + j]), [b.mul(idx, ir.Constant(I64, xstep[j]))], source_etype=I8)
+                for j in range(nx)]
+        targets = list(nxt)
+        for j in range(ny):
+            if nk + j in outs:
+                targets.append(b.gep(outs[nk + j], [b.mul(idx, ir.Constant(I64, ybytes[j]))], source_etype=I8))
+            else:
+                targets.append(lw.at(("y", j)))
+        lw.call(0, [lw.ptr(ins[i]) for i in range(nc)] + cur + xptr, targets)
         for j in range(nk):
-            copy(cur[j], nxt[j], cbytes[j])
+            lw.copy(cur[j], nxt[j], cbytes[j])
         t1 = b.add(t, ir.Constant(I64, 1))
         t.add_incoming(t1, b.block)
         b.cbranch(b.icmp_signed("<", t1, ir.Constant(I64, T)), loop_bb, after_bb)
         b.position_at_end(after_bb)
-    b.call(free, [blk])
+    lw.close()
+
+
+def _cond(lw: _Lower) -> None:
+    b, r = lw.b, lw.region
+    ins, outs = lw.ins, lw.outs
+    for j, (shape, dt) in enumerate(r.outputs):
+        if j not in outs:
+            lw.reserve(("y", j), int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize)
+    lw.open()
+    ix = ins[0]
+    raw = b.load(lw.ptr(ix), typ=ir.IntType(8 * ix.dtype.itemsize))
+    if ix.dtype.kind in "bu":
+        v = b.zext(raw, I64) if ix.dtype.itemsize < 8 else raw
+    else:
+        v = b.sext(raw, I64) if ix.dtype.itemsize < 8 else raw
+    n = len(r.graphs)
+    v = b.select(b.icmp_signed("<", v, ir.Constant(I64, 0)), ir.Constant(I64, 0), v)
+    v = b.select(b.icmp_signed(">", v, ir.Constant(I64, n - 1)), ir.Constant(I64, n - 1), v)
+    targets = [outs[j] if j in outs else lw.at(("y", j)) for j in range(r.num_outputs)]
+    done = b.append_basic_block(f"region{lw.ki}_done")
+    blocks = [b.append_basic_block(f"region{lw.ki}_branch{k}") for k in range(n)]
+    sw = b.switch(v, blocks[0])
+    for k in range(1, n):
+        sw.add_case(ir.Constant(I64, k), blocks[k])
+    in_ptrs = [lw.ptr(x) for x in ins[1:]]
+    for k in range(n):
+        b.position_at_end(blocks[k])
+        lw.call(k, in_ptrs, targets)
+        b.branch(done)
+    b.position_at_end(done)
+    lw.close()
+
+
+def _while(lw: _Lower) -> None:
+    b, r = lw.b, lw.region
+    nk = r.nk
+    ins, outs = lw.ins, lw.outs
+    cbytes = [x.nbytes for x in r.body.inputs[:nk]]
+    for j in range(nk):
+        lw.reserve(("next", j), cbytes[j])
+        if j not in outs:
+            lw.reserve(("cur", j), cbytes[j])
+    lw.reserve("flag", 1)
+    lw.open()
+    cur = [outs[j] if j in outs else lw.at(("cur", j)) for j in range(nk)]
+    nxt = [lw.at(("next", j)) for j in range(nk)]
+    for j in range(nk):
+        lw.copy(cur[j], lw.ptr(ins[j]), cbytes[j])
+    rest = [lw.ptr(x) for x in ins[nk:]]
+    test_bb = b.append_basic_block(f"region{lw.ki}_test")
+    body_bb = b.append_basic_block(f"region{lw.ki}_body")
+    done = b.append_basic_block(f"region{lw.ki}_done")
+    b.branch(test_bb)
+    b.position_at_end(test_bb)
+    flag = lw.at("flag")
+    lw.call(0, cur + rest, [flag])
+    go = b.icmp_unsigned("!=", b.load(flag, typ=I8), ir.Constant(I8, 0))
+    b.cbranch(go, body_bb, done)
+    b.position_at_end(body_bb)
+    lw.call(1, cur + rest, nxt)
+    for j in range(nk):
+        lw.copy(cur[j], nxt[j], cbytes[j])
+    b.branch(test_bb)
+    b.position_at_end(done)
+    lw.close()
+
+
+_LOWER = {"scan": _scan, "cond": _cond, "while": _while}
+
+
+def region_call(entry: Any, ki: int, k: Any) -> None:
+    """Lower a region kernel (the outputs of one region) at the entry (`KERNEL_CALLS[KernelKind.REGION]`)."""
+    lw = _Lower(entry, ki, k)
+    entry.info["kernels"].append("region")
+    _LOWER[lw.node0.op.extra["region"]](lw)
