@@ -15,6 +15,7 @@ WORKLOADS = {
     "W5": "bench.w5_overhead",
     "W6": "bench.w6_transformer",
     "W8": "bench.w8_gmm",
+    "W9": "bench.w9_ba",
     "W12": "bench.w12_small",
 }
 

@@ -161,3 +161,49 @@ def test_small_evals_symgraph_in_the_harness():
     c, p = kmeans_input(5, 80, 3)
     _rows_ok(run_case(_settings(), "kmeans", (c, p), lambda: kmeans_numpy(c, p),
                       [symgraph_system(_kmeans_symgraph), numpy_system(kmeans_numpy)], check=rho_compare))
+
+
+# --------------------------------------------------------------------------- W9 bundle adjustment
+
+def _ba_all_residuals(theta, n, m, p, feats, obs):
+    from bench.w9_ba import gather, residuals_vectorized
+    cams, X, w = theta[:11 * n].reshape(n, 11), theta[11 * n:11 * n + 3 * m].reshape(m, 3), theta[11 * n + 3 * m:]
+    return np.concatenate([residuals_vectorized(gather(cams, X, w, obs), feats).ravel(), 1 - w * w])
+
+
+def test_ba_csr_jacobian_against_dense_central_differences():
+    from bench.w9_ba import Pattern, make_input, numpy_complex_step
+    n, m, p = 2, 3, 5
+    cams, X, w, feats, obs = make_input(n, m, p, distinct=True, seed=1)
+    pattern = Pattern(n, m, p, obs)
+    r, data = numpy_complex_step(pattern)(cams, X, w, feats, obs)
+    theta = np.concatenate([cams.ravel(), X.ravel(), w])
+    np.testing.assert_allclose(r, _ba_all_residuals(theta, n, m, p, feats, obs), rtol=1e-14)
+    J = pattern.csr(data[:30 * p].reshape(p, 2, 15), data[30 * p:]).toarray()
+    assert J.shape == (3 * p, 11 * n + 3 * m + p)
+    fd = np.empty_like(J)
+    for k in range(theta.size):
+        h = 1e-6 * max(1.0, abs(theta[k]))
+        tp, tm = theta.copy(), theta.copy()
+        tp[k] += h
+        tm[k] -= h
+        fd[:, k] = (_ba_all_residuals(tp, n, m, p, feats, obs) - _ba_all_residuals(tm, n, m, p, feats, obs)) / (2 * h)
+    assert rho(J, fd).max() < 1e-6              # central differences of residuals ~1e2: ~1e-8 absolute
+    assert np.count_nonzero(J) <= 31 * p and np.all(fd[J == 0] == 0)
+
+
+def test_ba_rodrigues_at_zero_rotation():
+    from bench.w9_ba import _rodrigues
+    X = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(_rodrigues(np.zeros(3), X, np), X)
+    r = np.array([0.0, 0.0, np.pi / 2])                # quarter turn about z
+    np.testing.assert_allclose(_rodrigues(r, X, np), [-2.0, 1.0, 3.0], atol=1e-15)
+
+
+def test_ba_symgraph_in_the_harness():
+    from bench.w9_ba import Pattern, make_input, numpy_complex_step, systems
+    n, m, p = 3, 7, 40
+    inputs = make_input(n, m, p, distinct=True, seed=2)
+    pattern = Pattern(n, m, p, inputs[4])
+    _rows_ok(run_case(_settings(), "ba", inputs, lambda: numpy_complex_step(pattern)(*inputs), systems(pattern),
+                      check=rho_compare))
