@@ -70,6 +70,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
 
     from . import jit
     from .cpu import Executable, blas_library, call_abi
+    from .cpu.lapack import plan_lapack
     from .kernels.buffers import plan_buffers
     from .kernels.expr import release_session
     from .kernels.partition import partition
@@ -95,8 +96,20 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         t_fuse = time.perf_counter() - t0
         _dump("fused", graph, kernels=[k.nodes for k in prog.kernels])
         bp = plan_buffers(prog)
+        # LAPACK calls: a status slot and their shared scratch at the end of the arena
+        lapack = plan_lapack([t.node for k in prog.kernels if k.kind is KernelKind.LAPACK for t in k.tasks],
+                             bp.arena_bytes)
+        if lapack is not None and raw_entry:
+            from symgraph.errors import UnsupportedOpError
+
+            raise UnsupportedOpError(f"codegen: {lapack.order[0].op} inside a loop body (sg.scan, sg.fori_loop) is "
+                                     f"not compiled natively (its LAPACK errors would go unseen); use "
+                                     f"backend='numpy', or call it outside the loop")
+        if lapack is not None:
+            bp.call_bytes += lapack.arena_bytes - bp.arena_bytes
+            bp.arena_bytes = lapack.arena_bytes
         mod, info = build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile,
-                                 raw=raw_entry, regions=regions)
+                                 lapack=lapack, raw=raw_entry, regions=regions)
         text = module_text(mod, info["prefer_512"])
         del mod  # free the llvmlite objects before LLVM parses the text
         release_session()  # the loop-body IR is not needed any more
@@ -117,6 +130,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         "kernels": sum(1 for k in kinds if k != "empty"),
         "loop_kernels": sum(1 for k in kinds if k.startswith("loop")),
         "gemm_kernels": kinds.count("gemm"),
+        "lapack_kernels": kinds.count("lapack"),
         "parallel_kernels": info["parallel"],
         "concurrent_gemms": info["concurrent_gemms"],
         "kernel_functions": info["kernel_functions"],
@@ -140,7 +154,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     }
     in_specs = [(x.shape, x.dtype) for x in graph.inputs]
     exe = Executable(graph, jitted, in_specs, bp.out_buffers, bp.out_plan, bp.arena_bytes, bp.consts,
-                     prog.donated, stats, abi=abi)
+                     prog.donated, stats, abi=abi, lapack=lapack)
     exe._regions = regions  # the loop bodies' code and constants, which the entry calls and reads
     if profile:
         exe.set_profile([(kind, [t.node for t in k.tasks]) for kind, k in zip(kinds, prog.kernels)])

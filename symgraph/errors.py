@@ -51,7 +51,7 @@ def _is_internal(filename: str) -> bool:
     global _INTERNAL
     if _INTERNAL is None:
         _INTERNAL = _internal_dirs()
-    r = _FILE_INTERNAL[filename] = filename.startswith(_INTERNAL) or filename.startswith("<frozen")
+    r = _FILE_INTERNAL[filename] = filename.startswith(_INTERNAL) or filename.startswith(("<frozen", "<symgraph"))
     return r
 
 

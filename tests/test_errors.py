@@ -352,8 +352,8 @@ def f_accumulate(x):  # np.add.accumulate traces since issue 17 (cumsum); subtra
     return np.subtract.accumulate(x)  # @accumulate
 
 
-def f_norm1(x):  # norm(ord=1) traces since issue 17; the nuclear norm needs an SVD
-    return np.linalg.norm(x, ord="nuc")  # @norm1
+def f_norm1(x):  # norm(ord=1) traces since issue 17, ord='nuc' since issue 18; svd(hermitian=True) does not
+    return np.linalg.svd(x, hermitian=True)  # @norm1
 
 
 def f_reshape_f(x):
@@ -485,7 +485,7 @@ INSIDE = [
     (f_nextafter, U, "nextafter", ["np.nextafter"]),
     (f_ufunc_at, U, "ufuncat", ["np.multiply.at"]),
     (f_accumulate, U, "accumulate", ["np.subtract.accumulate"]),
-    (f_norm1, U, "norm1", ["norm", "ord='nuc'"]),
+    (f_norm1, U, "norm1", ["np.linalg.svd", "hermitian=True"]),
     (f_reshape_f, U, "reshapeF", ["order='F'"]),
     (f_boolmask, U, "boolmask", ["boolean mask", "np.where"]),
     (f_where1, U, "where1", ["np.where", "one argument"]),

@@ -220,3 +220,64 @@ def test_errors():
         sg.grad(lambda x: np.sum(np.linalg.qr(x, mode="complete")[0]))(rng.standard_normal((3, 2)))
     with pytest.raises(UnsupportedOpError, match="raw"):
         sg.trace(lambda x: np.linalg.qr(x, mode="raw"), np.eye(2))
+
+
+# ----- compiled code: the same LAPACK routines as NumPy, called natively -----
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_compiled_equals_evaluator(dtype):
+    pytest.importorskip("llvmlite")
+    a = rng.standard_normal((2, 5, 5)).astype(dtype)
+    fns = [lambda x: tuple(np.linalg.eigh(x)), lambda x: np.linalg.eigvalsh(x, UPLO="U"),
+           lambda x: tuple(np.linalg.svd(x[:, :, :3])), lambda x: tuple(np.linalg.svd(x[:, :3, :], full_matrices=False)),
+           lambda x: np.linalg.svdvals(x.swapaxes(1, 2)[:, :4]), lambda x: tuple(np.linalg.qr(x[:, :, :3])),
+           lambda x: tuple(np.linalg.qr(x[:, :3, :])), lambda x: tuple(np.linalg.qr(x[:, :, :2], mode="complete"))]
+    for f in fns:
+        got = sg.compile(f)(a)
+        want = _ev(f, a)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)   # LAPACK's bits, signs included
+    np.testing.assert_array_equal(sg.compile(lambda x: np.linalg.eigh(x)[1])(a), np.linalg.eigh(a)[1])
+
+
+def test_compiled_gradients_and_errors():
+    pytest.importorskip("llvmlite")
+
+    def loss(x):
+        w, v = np.linalg.eigh(x @ x.T)
+        u, s, vt = np.linalg.svd(x[:, :3], full_matrices=False)
+        q, r = np.linalg.qr(x)
+        return np.sum(w ** 2) + np.sum((u * s) @ vt) + np.sum(r ** 2) + np.linalg.norm(x, "nuc")
+
+    a = rng.standard_normal((4, 4))
+    v1, g1 = sg.compile(sg.value_and_grad(loss))(a)
+    v0, g0 = sg.value_and_grad(loss)(a)
+    np.testing.assert_allclose(v1, v0, rtol=1e-12)
+    np.testing.assert_allclose(g1, g0, rtol=1e-10, atol=1e-12)
+    f = sg.compile(lambda x: np.linalg.svd(x, compute_uv=False))
+    bad = rng.standard_normal((3, 4, 4))
+    bad[2, 1, 1] = np.inf
+    with pytest.raises(LinAlgError, match=r"svdvals \(made at .*test_linalg_spectral.py:\d+.*NaN or infinity") as e:
+        f(bad)
+    assert "test_linalg_spectral.py" in str(e.value.location)  # the calling line, not generated code
+    np.testing.assert_array_equal(f(bad[:2]), np.linalg.svd(bad[:2], compute_uv=False))  # same program, other shape
+
+
+def test_lapack_status_slot_names_the_call():
+    pytest.importorskip("llvmlite")
+    from codegen.cpu.lapack import NONFINITE, lapack_error, plan_lapack
+
+    g = sg.trace(lambda x: (np.linalg.eigvalsh(x), np.linalg.svdvals(x)), np.eye(3))
+    nodes = [n for n in g.nodes if n.op.name in ("eigvalsh", "svdvals")]
+    plan = plan_lapack(nodes, 100)
+    assert plan.status_offset >= 100 and plan.scratch_offset >= plan.status_offset + 16
+    arena = np.zeros(plan.arena_bytes, np.uint8)
+    assert lapack_error(plan, arena) is None
+    st = arena[plan.status_offset:plan.status_offset + 16].view(np.int64)
+    k = [c.op for c in plan.order].index("svdvals")
+    st[:] = (k + 1, 3)
+    assert "SVD did not converge" in str(lapack_error(plan, arena)) and "info = 3" in str(lapack_error(plan, arena))
+    st[:] = (k + 1, NONFINITE)
+    assert "NaN or infinity" in str(lapack_error(plan, arena))

@@ -19,10 +19,11 @@ import numpy as np
 from ..jit import compile_ir
 from .ll import ll_text
 
-__all__ = ["blas_library", "blas_threads", "blas_thread_control", "blas_threads_ir"]
+__all__ = ["blas_library", "loaded_library", "blas_threads", "blas_thread_control", "blas_threads_ir"]
 
 _blas_lock = threading.Lock()
 _blas: dict | None = None
+_lib: Any = None
 
 
 def blas_library() -> dict | None:
@@ -43,12 +44,13 @@ def blas_library() -> dict | None:
         npdir = os.path.dirname(np.__file__)
         cands = sorted(glob.glob(os.path.join(os.path.dirname(npdir), "numpy.libs", "libscipy_openblas64_*.so*")))
         cands += sorted(glob.glob(os.path.join(npdir, ".dylibs", "libscipy_openblas64_*.dylib")))
-        global _blas_threads_fns
+        global _blas_threads_fns, _lib
         for path in cands:
             try:
                 lib = ctypes.CDLL(path)
                 if hasattr(lib, "scipy_cblas_dgemm64_") and hasattr(lib, "scipy_cblas_sgemm64_"):
                     llvm.load_library_permanently(path)
+                    _lib = lib
                     found = {np.dtype(np.float64).str: "scipy_cblas_dgemm64_",
                              np.dtype(np.float32).str: "scipy_cblas_sgemm64_"}
                     if hasattr(lib, "scipy_openblas_get_num_threads64_") and \
@@ -60,6 +62,12 @@ def blas_library() -> dict | None:
                 continue
         _blas = found
         return found or None
+
+
+def loaded_library() -> Any:
+    """The ctypes handle of the library `blas_library` loaded (None before, or when there is none)."""
+    blas_library()
+    return _lib
 
 
 _blas_threads_fns: tuple[str, str] | None = None

@@ -19,6 +19,7 @@ from symgraph.signature import (COMPILED_CASTING, Signature, canonical_dtype, do
                                 fast_pack_source)
 
 from .abi import fastcall_builtin
+from .lapack import lapack_error
 
 __all__ = ["Executable"]
 
@@ -47,6 +48,8 @@ class Executable:
         donated: output position -> the input leaf whose buffer it is written into.
         stats: figures of the compilation (`codegen.compile_graph`).
         abi: how the entry is called (`codegen.cpu.abi.call_abi`).
+        lapack: the program's LAPACK calls (`codegen.cpu.lapack.LapackPlan`), or None: after each call
+            their status slot in the arena is read, and a failure raises `symgraph.errors.LinAlgError`.
 
     Attributes:
         graph: the compiled graph.
@@ -59,8 +62,9 @@ class Executable:
 
     def __init__(self, graph: Any, jitted: Any, in_specs: list, out_buffers: list, out_plan: list,
                  arena_bytes: int, consts: list[np.ndarray], donated: dict[int, int], stats: dict,
-                 abi: str = "ctypes"):
+                 abi: str = "ctypes", lapack: Any = None):
         self.graph = graph
+        self.lapack = lapack
         self.jitted = jitted
         # [(shape, dtype)]; dtypes canonical (the fast path compares them by identity)
         self.signature = Signature(graph, casting=COMPILED_CASTING, contiguous=True, specs=in_specs)
@@ -223,8 +227,11 @@ class Executable:
                 pa, po, pc = ptrs(args), ptrs(outs), ptrs(self.consts)
                 self.native(ctypes.addressof(pa), ctypes.addressof(po), arena.ctypes.data, ctypes.addressof(pc))
         finally:
+            err = lapack_error(self.lapack, arena) if self.lapack is not None else None
             if self.arena_bytes:
                 self._pool.append(arena)
+        if err is not None:
+            raise err
 
     def _assemble(self, arrs: list, outs: tuple) -> list[np.ndarray]:
         """The outputs per `out_plan`: a fresh buffer ("buf"), a donated input ("in"), a copy of an
@@ -266,7 +273,13 @@ class Executable:
             lines.append(f"    o{j} = _empty(OS{j}, OD{j})")
             outs.append(f"o{j}")
         outs_t = f"({', '.join(outs)}{',' if len(outs) == 1 else ''})"
-        if self.arena_bytes:
+        if self.lapack is not None:  # read the LAPACK status slot before the arena goes back to the pool
+            ns["_lapack_error"] = lapack_error
+            ns["_lapack"] = self.lapack
+            lines += ["    try:", "        ar = _pool.pop()", "    except IndexError:", "        ar = _new()",
+                      f"    _native(args, {outs_t}, ar, _consts)", "    err = _lapack_error(_lapack, ar)",
+                      "    _pool.append(ar)", "    if err is not None:", "        raise err"]
+        elif self.arena_bytes:
             # pop first, create on IndexError: a check-then-pop races between threads
             lines += ["    try:", "        ar = _pool.pop()", "    except IndexError:", "        ar = _new()",
                       f"    _native(args, {outs_t}, ar, _consts)", "    _pool.append(ar)"]

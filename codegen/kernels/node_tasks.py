@@ -266,6 +266,10 @@ class _TaskMaker:
                                flat_offset(n.shape, idx), scan=(stride, n.shape[axis]),
                                red_op={"cumsum": "sum", "cumprod": "prod"}[n.op.name]))
 
+    def lapack(self, n: Node) -> None:
+        """A spectral decomposition (eigh, svd, qr, ...): one LAPACK task over its contiguous operand."""
+        self.tasks.append(Task(TaskKind.LAPACK, n, n.shape))
+
     def piece(self, n: Node, x: Node, axis: int, start: int, pi: int) -> Task:
         """Store x into the block of n starting at `start` along `axis` (loops over x's finer shape
         when x is a fused reshape that merges axes)."""
@@ -314,14 +318,18 @@ NODE_TASKS: dict[str, NodeTasks] = {
     "cumprod": NodeTasks(_TaskMaker.scan, (SCAN,), buffer=True),
 }
 REDUCTION_TASKS = NodeTasks(_TaskMaker.reduction, (REDUCE,), buffer=True)
+LAPACK_TASKS = NodeTasks(_TaskMaker.lapack, (TaskKind.LAPACK,), buffer=True)
 VALUE_TASKS = NodeTasks(_TaskMaker.value, (STORE,))
 
 
 def node_tasks(op: Op) -> NodeTasks:
-    """The row of `op`: its own in `NODE_TASKS`, else a reduction's or one store of its value."""
+    """The row of `op`: its own in `NODE_TASKS`, else a LAPACK task's (`Op.extra["lowering"] == "lapack"`), a
+    reduction's or one store of its value."""
     row = NODE_TASKS.get(op.name)
     if row is not None:
         return row
+    if op.extra.get("lowering") == "lapack":
+        return LAPACK_TASKS
     return REDUCTION_TASKS if op.kind == "reduction" else VALUE_TASKS
 
 

@@ -136,6 +136,15 @@ class _Partitioner:
             release_session()  # a fresh table of interned Exprs per round
             b = BodyBuilder(M, consts)
             changed = False
+            # a LAPACK task reads its operand as one contiguous buffer
+            for n in self.order:
+                if n.op.extra.get("lowering") == "lapack":
+                    x = n.inputs[0]
+                    if x not in M and x.op.name != "input":  # constants too: a buffer of their own
+                        M.add(x)
+                        changed = True
+            if changed:
+                continue
             # matmul operands must be BLAS views of buffers
             for n in self.order:
                 if n.op.name == "matmul" and self.blas and n.dtype in (np.float32, np.float64):
@@ -238,7 +247,7 @@ class _Partitioner:
                         unsafe |= x in t.node.inputs
                         continue
                     if not t.kind.loop:
-                        unsafe |= x is t.gemm["a"]["base"] or x is t.gemm["b"]["base"]
+                        unsafe |= x in task_reads(t)
                         continue
                     for e in task_loads(t):
                         if e.attrs[0] is x and (ki > ko or e.args[0] != off):

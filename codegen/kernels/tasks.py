@@ -27,12 +27,14 @@ __all__ = ["KernelKind", "TaskKind", "Task", "Kernel", "Program", "task_roots", 
 
 
 class KernelKind(str, enum.Enum):
-    """What runs a kernel: a loop nest over its domain, a matrix-product library call per task, or a loop
-    region (a compiled loop body called once per step, `codegen.llvm.region`)."""
+    """What runs a kernel: a loop nest over its domain, a matrix-product library call per task, a loop
+    region (a compiled loop body called once per step, `codegen.llvm.region`), or a LAPACK routine per
+    matrix of a spectral node (eigh, svd, qr: ops whose record says `extra["lowering"] == "lapack"`)."""
 
     LOOP = "loop"
     GEMM = "gemm"
     REGION = "region"
+    LAPACK = "lapack"
 
     def __str__(self) -> str:
         return self.value
@@ -69,6 +71,8 @@ class TaskKind(str, enum.Enum):
     REGION = ("region", KernelKind.REGION, False, False, False,
               "an output of a loop region (a `scan` node): the region's compiled body called once per step; "
               "the loop's sibling outputs share one kernel")
+    LAPACK = ("lapack", KernelKind.LAPACK, False, False, False,
+              "a spectral decomposition through LAPACK, matrix after matrix (its operand a contiguous buffer)")
 
     def __new__(cls, name: str, kernel: KernelKind, reduces: bool, joins: bool, fills_empty: bool,
                 doc: str) -> "TaskKind":
@@ -181,6 +185,8 @@ def task_reads(t: Task) -> set[Node]:
     """The materialized nodes a task reads (a product that accumulates also reads its output)."""
     if t.kind is TaskKind.REGION:
         return set(t.node.inputs)
+    if t.kind is TaskKind.LAPACK:
+        return {t.node.inputs[0]}
     if not t.kind.loop:
         reads = {t.gemm["a"]["base"], t.gemm["b"]["base"]}
         if t.gemm.get("beta"):

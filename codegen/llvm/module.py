@@ -35,6 +35,7 @@ from ..kernels.expr import Expr, expr_weight
 from ..kernels.partition import kernel_cost_cap
 from ..kernels.tasks import Kernel, KernelKind, Program, TaskKind, kernel_exprs
 from . import gemm, pieces
+from .lapack import emit_lapack
 from .context import I8, I32, I64, PTR, VOID, LoweringContext, opaque_alloca
 from .loops import LoopPlan, lower_loop_kernel
 from .reduce import combine_partials, combine_row_partials
@@ -107,6 +108,8 @@ def _work(prog: Program) -> int:
         if k.kind is KernelKind.GEMM:
             for t in k.tasks:
                 total += node_flops(t.gemm.get("mm", t.node) if t.gemm else t.node)
+        elif k.kind is KernelKind.LAPACK:
+            total += sum(node_flops(t.node) for t in k.tasks)
         else:
             total += max(k.size, 1) * max(_kernel_cost(k), 1)
     return total
@@ -337,10 +340,12 @@ class _Entry:
     """
 
     def __init__(self, cx: LoweringContext, prog: Program, ref: dict, loops: _LoopKernels, blas: dict | None,
-                 nthreads: int, abi: str, info: dict, raw: bool = False, regions: dict | None = None):
+                 nthreads: int, abi: str, info: dict, raw: bool = False, regions: dict | None = None,
+                 lapack: Any = None):
         self.cx = cx
         self.raw = raw or not OBJECT_ABI  # the entry takes raw pointer arrays (a loop body's entry: `region`)
         self.regions = regions or {}  # loop region -> its compiled body (`codegen.llvm.region.RegionBody`)
+        self.lapack = lapack
         self.ref = ref
         self.loops = loops
         self.blas = blas
@@ -376,7 +381,7 @@ class _Entry:
         cx.in_loop = False
         self.blas_ctl = None
         self.n_blas = 1
-        if blas and any(k.kind is KernelKind.GEMM for k in prog.kernels):
+        if blas and any(k.kind in (KernelKind.GEMM, KernelKind.LAPACK) for k in prog.kernels):
             self.blas_ctl = cpu_blas.blas_thread_control()
             self.n_blas = cpu_blas.blas_threads()
             if self.blas_ctl is not None:
@@ -386,6 +391,11 @@ class _Entry:
         # all base pointers up front (dominate every use)
         for r in sorted(set(ref.values()), key=repr):
             self.ptr_of_ref(r)
+        if lapack is not None:  # the LAPACK status slot, zeroed (the executable reads it after the call)
+            self.status = b.gep(self.arena_base, [ir.Constant(I64, lapack.status_offset)], source_etype=I8)
+            self.scratch = b.gep(self.arena_base, [ir.Constant(I64, lapack.scratch_offset)], source_etype=I8)
+            for i in range(2):
+                b.store(ir.Constant(I64, 0), b.gep(self.status, [ir.Constant(I64, i)], source_etype=I64))
 
     def _item(self, tup: ir.Value, k: int) -> ir.Value:
         """The data pointer of item k of an argument tuple (of arrays, or of raw pointers)."""
@@ -425,6 +435,13 @@ class _Entry:
             if gemm.emit_gemm_task(cx, self.ab, t, f"{ki}_{ti}", self.ptr_of, self.blas, self.nthreads):
                 info["parallel"] += 1
         info["kernels"].append("gemm")
+
+    def lapack_call(self, ki: int, k: Kernel) -> None:
+        """A LAPACK kernel: each spectral node's routine, matrix after matrix (`codegen.llvm.lapack`)."""
+        for t in k.tasks:
+            call = self.lapack.calls[t.node]
+            emit_lapack(self.cx, call, self.ptr_of, self.scratch, self.status, call.number)
+        self.info["kernels"].append("lapack")
 
     def loop_call(self, ki: int, k: Kernel) -> None:
         """A loop kernel: one call over its whole range, or its pieces (`_pieces_call`)."""
@@ -515,12 +532,14 @@ class _Entry:
 
 
 #: How each kernel kind lowers at the entry: a loop kernel as calls of its function (its tasks lower
-#: inside it, `codegen.llvm.loops.ELEMENT_STEPS`), a product kernel as BLAS calls (`gemm`).
+#: inside it, `codegen.llvm.loops.ELEMENT_STEPS`), a product kernel as BLAS calls (`gemm`), a spectral
+#: kernel as LAPACK calls (`lapack`).
 #: tests/test_codegen.py checks every `KernelKind` has one.
 KERNEL_CALLS = {
     KernelKind.LOOP: _Entry.loop_call,
     KernelKind.GEMM: _Entry.gemm_call,
     KernelKind.REGION: region_call,
+    KernelKind.LAPACK: _Entry.lapack_call,
 }
 
 
@@ -559,7 +578,7 @@ class _Profile:
 
 def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "f",
                  nthreads: int | None = None, abi: str = "ctypes", profile: bool = False, raw: bool = False,
-                 regions: dict | None = None) -> tuple[ir.Module, dict]:
+                 regions: dict | None = None, lapack: Any = None) -> tuple[ir.Module, dict]:
     """Emit the LLVM module of a partitioned program.
 
     Args:
@@ -573,6 +592,7 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
             global array `sg_profile` (nanoseconds per kernel, then the call count).
         raw: the entry takes raw pointer arrays whatever the ABI (a loop body called from native code).
         regions: loop region -> its compiled body (`codegen.llvm.region.compile_regions`).
+        lapack: the program's LAPACK calls and their arena space (`codegen.cpu.lapack.plan_lapack`), or None.
 
     Returns:
         (module, info): info has kernel kinds, parallel kernels, vector width
@@ -584,7 +604,7 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     loops = _emit_loop_kernels(cx, prog, bp.ref, nthreads)
     info = {"kernels": [], "parallel": 0, "concurrent_gemms": 0, "threads": nthreads, "profile": profile,
             "kernel_functions": loops.functions, "loop_kernel_calls": len(loops.calls)}
-    entry = _Entry(cx, prog, bp.ref, loops, blas, nthreads, abi, info, raw=raw, regions=regions)
+    entry = _Entry(cx, prog, bp.ref, loops, blas, nthreads, abi, info, raw=raw, regions=regions, lapack=lapack)
     prof = _Profile(entry, len(prog.kernels)) if profile else None
     for ki, k in enumerate(prog.kernels):
         t0 = prof.now() if prof is not None else None

@@ -283,6 +283,10 @@ def eigh_flops(n: int, vectors: bool = True) -> int:
     return int((9 if vectors else 4 / 3) * n ** 3)
 
 
+#: The lowering fact of every spectral op: compiled code calls LAPACK (codegen/cpu/lapack.py, codegen/llvm/lapack.py).
+_LAPACK = {"lowering": "lapack"}
+
+
 def _batch_count(node) -> int:
     return int(np.prod(node.inputs[0].shape[:-2], dtype=np.int64))
 
@@ -294,7 +298,7 @@ def _same_batch(node, bargs, size):
 register(Op("eigh", 1, "opaque", _eigh_shape, float_only, _eigh_impl, _eigh_vjp, _eigh_jvp,
             doc="symmetric eigendecomposition packed as (..., n+1, n): row 0 the eigenvalues (ascending), rows 1.. "
                 "the eigenvectors (LAPACK ?syevd)",
-            flops=lambda node: _batch_count(node) * eigh_flops(node.shape[-1]), batch=_same_batch))
+            flops=lambda node: _batch_count(node) * eigh_flops(node.shape[-1]), batch=_same_batch, extra=_LAPACK))
 
 
 def _eigvalsh_vjp(ct, node):
@@ -313,7 +317,7 @@ def _eigvalsh_jvp(tangents, node):
 
 register(Op("eigvalsh", 1, "opaque", _eigvalsh_shape, float_only, _eigvalsh_impl, _eigvalsh_vjp, _eigvalsh_jvp,
             doc="eigenvalues of a symmetric matrix, ascending (LAPACK ?syevd, values only)",
-            flops=lambda node: _batch_count(node) * eigh_flops(node.shape[-1], vectors=False), batch=_same_batch))
+            flops=lambda node: _batch_count(node) * eigh_flops(node.shape[-1], vectors=False), batch=_same_batch, extra=_LAPACK))
 
 
 # ----- svd -----
@@ -393,7 +397,7 @@ def svd_flops(m: int, n: int, vectors: bool = True) -> int:
 register(Op("svd", 1, "opaque", _svd_shape, float_only, _svd_impl, _svd_vjp, _svd_jvp,
             doc="singular value decomposition packed as (..., m+1+n, p): rows U, then s (descending), then V = Vt^T "
                 "(LAPACK ?gesdd)",
-            flops=lambda node: _batch_count(node) * svd_flops(*node.inputs[0].shape[-2:]), batch=_same_batch))
+            flops=lambda node: _batch_count(node) * svd_flops(*node.inputs[0].shape[-2:]), batch=_same_batch, extra=_LAPACK))
 
 
 def _svdvals_vjp(ct, node):
@@ -412,7 +416,7 @@ def _svdvals_jvp(tangents, node):
 register(Op("svdvals", 1, "opaque", _svdvals_shape, float_only, _svdvals_impl, _svdvals_vjp, _svdvals_jvp,
             doc="singular values, descending (LAPACK ?gesdd, values only)",
             flops=lambda node: _batch_count(node) * svd_flops(*node.inputs[0].shape[-2:], vectors=False),
-            batch=_same_batch))
+            batch=_same_batch, extra=_LAPACK))
 
 
 # ----- qr -----
@@ -506,4 +510,4 @@ def qr_flops(m: int, n: int, q: int) -> int:
 register(Op("qr", 1, "opaque", _qr_shape, float_only, _qr_impl, _qr_vjp, _qr_jvp,
             doc="QR decomposition packed as (..., m+n, q): rows Q, then R^T (LAPACK ?geqrf + ?orgqr)",
             flops=lambda node: _batch_count(node) * qr_flops(*node.inputs[0].shape[-2:], node.shape[-1]),
-            batch=_same_batch))
+            batch=_same_batch, extra=_LAPACK))

@@ -1,0 +1,226 @@
+"""The LAPACK of compiled code: the routines of the OpenBLAS that NumPy bundles, workspace sizes, the status slot.
+
+The spectral primitives (`symgraph.ops.spectral`: eigh, eigvalsh, svd, svdvals, qr) declare their
+LAPACK routine in their record (`Op.extra["lapack"]`). Compiled code calls the same routines that
+NumPy's `np.linalg` calls (?syevd, ?gesdd, ?geqrf + ?orgqr, ILP64 Fortran symbols of
+`libscipy_openblas64_`), on a column-major copy of each matrix as NumPy makes, with the workspace
+sizes LAPACK's own query gives (asked here once per shape, with ctypes), in float64 for float32
+matrices too (np.linalg computes them in float64 and rounds the results), so results are NumPy's
+bit for bit. `plan_lapack` lays out each call's workspace in the arena, after a 16-byte status
+slot: the entry zeroes it, the first failing call writes (call number + 1, info) there, and
+`lapack_error` turns that into the `symgraph.errors.LinAlgError` the evaluator raises.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from symgraph.errors import LinAlgError, UnsupportedOpError
+from symgraph.ir import meta
+
+from .blas import blas_library, loaded_library
+
+__all__ = ["LapackCall", "LapackPlan", "plan_lapack", "lapack_error", "NONFINITE", "symbol"]
+
+#: The info value a call reports for a matrix with a NaN or an infinity (checked before LAPACK runs).
+NONFINITE = -(1 << 40)
+
+_I = ctypes.c_int64
+_ALIGN = 64
+
+
+def symbol(routine: str, dtype: Any) -> str:
+    """The ILP64 symbol of a LAPACK routine for float64 ("d") or float32 ("s"): scipy_dsyevd_64_."""
+    return f"scipy_{'d' if np.dtype(dtype) == np.float64 else 's'}{routine}_64_"
+
+
+def _lib() -> Any:
+    if blas_library() is None:
+        raise UnsupportedOpError("codegen: no LAPACK library found (NumPy's bundled OpenBLAS); use backend='numpy'")
+    lib = loaded_library()
+    for r in ("syevd", "gesdd", "geqrf", "orgqr"):
+        for dt in (np.float64, np.float32):
+            if not hasattr(lib, symbol(r, dt)):
+                raise UnsupportedOpError(f"codegen: NumPy's OpenBLAS has no {symbol(r, dt)}; use backend='numpy'")
+    return lib
+
+
+def _c(ch: str) -> Any:
+    return ctypes.byref(ctypes.c_char(ch.encode()))
+
+
+def _r(v: int) -> Any:
+    return ctypes.byref(_I(v))
+
+
+@functools.lru_cache(maxsize=None)
+def _query(routine: str, dtype: str, *dims: Any) -> tuple[int, int]:
+    """(lwork, liwork) from LAPACK's workspace query (lwork = -1) for these dimensions."""
+    lib = _lib()
+    ct = ctypes.c_double if np.dtype(dtype) == np.float64 else ctypes.c_float
+    work = (ct * 1)()
+    iwork = (_I * 1)()
+    info = _I(0)
+    dummy = (ct * 1)()
+    fn = getattr(lib, symbol(routine, dtype))
+    if routine == "syevd":
+        jobz, uplo, n = dims
+        fn(_c(jobz), _c(uplo), _r(n), dummy, _r(max(n, 1)), dummy, work, _r(-1), iwork, _r(-1), ctypes.byref(info),
+           _I(1), _I(1))
+        return max(1, int(work[0])), max(1, int(iwork[0]))
+    if routine == "gesdd":
+        jobz, m, n, ldu, ldvt = dims
+        fn(_c(jobz), _r(m), _r(n), dummy, _r(max(m, 1)), dummy, dummy, _r(ldu), dummy, _r(ldvt), work, _r(-1),
+           iwork, ctypes.byref(info), _I(1))
+        return max(1, int(work[0])), 8 * min(m, n)
+    if routine == "geqrf":
+        m, n = dims
+        fn(_r(m), _r(n), dummy, _r(max(m, 1)), dummy, work, _r(-1), ctypes.byref(info))
+        return max(1, int(work[0])), 0
+    if routine == "orgqr":
+        m, n, k = dims
+        fn(_r(m), _r(n), _r(k), dummy, _r(max(m, 1)), dummy, work, _r(-1), ctypes.byref(info))
+        return max(1, int(work[0])), 0
+    raise AssertionError(routine)  # pragma: no cover
+
+
+@dataclass(eq=False)
+class LapackCall:
+    """One spectral node's LAPACK work: the routine, its arguments, and where its workspace lies.
+
+    Attributes:
+        node: the eigh / eigvalsh / svd / svdvals / qr node.
+        op: its op name; routine: "syevd", "gesdd" or "geqrf" (+ "orgqr").
+        batch, m, n: matrices and their shape; jobz, uplo: LAPACK's job letters.
+        ucols, vtrows: columns of U and rows of Vt (gesdd); q: columns of Q (qr).
+        lwork, liwork, lwork2: workspace sizes (lwork2: orgqr's).
+        offsets: buffer name -> byte offset from the start of this call's scratch.
+        scratch_bytes: bytes of scratch the call needs (one matrix at a time).
+        number: its position in the plan (the status slot names call number + 1).
+    """
+
+    node: Any
+    op: str
+    routine: str
+    batch: int
+    m: int
+    n: int
+    jobz: str = "N"
+    uplo: str = "L"
+    ucols: int = 1
+    vtrows: int = 1
+    q: int = 0
+    lwork: int = 1
+    liwork: int = 0
+    lwork2: int = 0
+    offsets: dict = field(default_factory=dict)
+    scratch_bytes: int = 0
+    number: int = 0
+
+
+def _layout(call: LapackCall, floats: list[tuple[str, int]], ints: list[tuple[str, int]], itemsize: int) -> None:
+    """Place the float buffers, then the int64 ones, each 64-byte aligned, in the call's scratch."""
+    off = 0
+    for name, count, size in [(nm, c, itemsize) for nm, c in floats] + [(nm, c, 8) for nm, c in ints]:
+        call.offsets[name] = off
+        off += -(-max(count * size, 8) // _ALIGN) * _ALIGN
+    call.scratch_bytes = off
+
+
+def plan_call(node: Any) -> LapackCall:
+    """The LAPACK call of one spectral node, its workspace sizes asked of LAPACK."""
+    op = node.op.name
+    x = node.inputs[0]
+    m, n = x.shape[-2:]
+    batch = int(np.prod(x.shape[:-2], dtype=np.int64))
+    dt = "<f8"  # float32 matrices are computed in float64, as np.linalg does (`_commonType`)
+    k = min(m, n)
+    isz = 8
+    if op in ("eigh", "eigvalsh"):
+        jobz = "V" if op == "eigh" else "N"
+        uplo = node.attr("uplo")
+        c = LapackCall(node, op, "syevd", batch, m, n, jobz=jobz, uplo=uplo)
+        c.lwork, c.liwork = _query("syevd", dt, jobz, uplo, n)
+        _layout(c, [("a", n * n), ("w", n), ("work", c.lwork)], [("iwork", c.liwork)], isz)
+        return c
+    if op in ("svd", "svdvals"):
+        if op == "svdvals":
+            jobz, ucols, vtrows, ldu, ldvt = "N", 1, 1, 1, 1
+        elif node.attr("full"):
+            jobz, ucols, vtrows, ldu, ldvt = "A", m, n, m, n
+        else:
+            jobz, ucols, vtrows, ldu, ldvt = "S", k, k, m, k
+        c = LapackCall(node, op, "gesdd", batch, m, n, jobz=jobz, ucols=ucols, vtrows=vtrows)
+        c.lwork, c.liwork = _query("gesdd", dt, jobz, m, n, max(ldu, 1), max(ldvt, 1))
+        _layout(c, [("a", m * n), ("s", k), ("u", max(ldu, 1) * ucols), ("vt", max(ldvt, 1) * n),
+                    ("work", c.lwork)], [("iwork", c.liwork)], isz)
+        return c
+    if op == "qr":
+        q = node.shape[-1]
+        c = LapackCall(node, op, "geqrf", batch, m, n, q=q)
+        c.lwork, _ = _query("geqrf", dt, m, n)
+        c.lwork2, _ = _query("orgqr", dt, m, q, k) if m and q else (1, 0)
+        _layout(c, [("a", m * n), ("tau", k), ("qbuf", m * q), ("work", max(c.lwork, c.lwork2))], [], isz)
+        return c
+    raise UnsupportedOpError(f"codegen: op {op!r} has no LAPACK lowering")  # pragma: no cover
+
+
+@dataclass(eq=False)
+class LapackPlan:
+    """The LAPACK calls of a program and their arena space.
+
+    Attributes:
+        calls: node -> its `LapackCall`, numbered in `order` (the status names call i + 1).
+        order: the calls in program order.
+        status_offset: arena byte offset of the 16-byte status slot (call number + 1, info).
+        scratch_offset: arena byte offset of the scratch all calls share (they run one after the other).
+        arena_bytes: the arena's new size.
+    """
+
+    calls: dict
+    order: list
+    status_offset: int
+    scratch_offset: int
+    arena_bytes: int
+
+
+def plan_lapack(nodes: list, arena_bytes: int) -> LapackPlan | None:
+    """Plan the LAPACK calls of `nodes` (spectral nodes in program order) after an arena of `arena_bytes`.
+
+    Returns:
+        None without such nodes, else the plan (the arena grows by the status slot and the largest
+        call's scratch).
+
+    Raises:
+        UnsupportedOpError: no LAPACK library in NumPy's bundled OpenBLAS.
+    """
+    if not nodes:
+        return None
+    order = [plan_call(nd) for nd in nodes]
+    for i, c in enumerate(order):
+        c.number = i
+    status = -(-arena_bytes // _ALIGN) * _ALIGN
+    scratch = status + _ALIGN
+    total = scratch + max(c.scratch_bytes for c in order)
+    return LapackPlan({c.node: c for c in order}, order, status, scratch, total)
+
+
+def lapack_error(plan: LapackPlan, arena: np.ndarray) -> LinAlgError | None:
+    """The error a call's status slot reports, or None when every LAPACK call succeeded."""
+    st = arena[plan.status_offset:plan.status_offset + 16].view(np.int64)
+    if not st[0]:
+        return None
+    call = plan.order[int(st[0]) - 1]
+    info = int(st[1])
+    loc = meta(call.node).location  # the user's line that made the node (at trace time)
+    where = "" if loc is None else f" (made at {loc})"
+    if info == NONFINITE:
+        return LinAlgError(f"{call.op}{where}: the matrix contains NaN or infinity")
+    what = {"syevd": "the eigenvalue algorithm did not converge", "gesdd": "SVD did not converge",
+            "geqrf": "QR failed"}[call.routine]
+    return LinAlgError(f"{call.op}{where}: LAPACK failed: {what} (?{call.routine} info = {info})")
