@@ -217,10 +217,9 @@ def lapack_error(plan: LapackPlan, arena: np.ndarray) -> LinAlgError | None:
         return None
     call = plan.order[int(st[0]) - 1]
     info = int(st[1])
-    loc = meta(call.node).location  # the user's line that made the node (at trace time)
-    where = "" if loc is None else f" (made at {loc})"
+    loc = meta(call.node).location  # the user's line that made the node (at trace time), as the evaluator says
     if info == NONFINITE:
-        return LinAlgError(f"{call.op}{where}: the matrix contains NaN or infinity")
+        return LinAlgError(f"{call.op}: the matrix contains NaN or infinity").at(loc)
     what = {"syevd": "the eigenvalue algorithm did not converge", "gesdd": "SVD did not converge",
             "geqrf": "QR failed"}[call.routine]
-    return LinAlgError(f"{call.op}{where}: LAPACK failed: {what} (?{call.routine} info = {info})")
+    return LinAlgError(f"{call.op}: LAPACK failed: {what} (?{call.routine} info = {info})").at(loc)
