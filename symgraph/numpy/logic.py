@@ -125,7 +125,9 @@ def _no_shift(name: str):
         raise UnsupportedOpError(f"np.{name} (<< and >>) of traced values is not supported: symgraph has no "
                                  f"integer bit operations")
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"`np.{name}` of traced values: not supported (symgraph has no integer bit operations).\n\n"
+                  f"Raises:\n    UnsupportedOpError: always.")
     return fn
 
 
