@@ -21,8 +21,11 @@ test per compiled call. Cost when on: an `isfinite` scan of the outputs per
 call (compiled functions take their checked, slower call path), and a full
 op-by-op re-run only when an output is not finite.
 
-Limits: a region op (scan, while_loop, cond) is one node here, so a NaN made
-inside a loop body is reported at the loop; a backend whose arithmetic
+A NaN made inside a loop (`scan`, `fori_loop`) is traced into the loop body:
+the body is re-run step by step and the error names the op in the body and
+the step.
+
+Limits: other region ops are one node here; a backend whose arithmetic
 differs from NumPy's (the LLVM backend's vectorized exp/log) may produce a
 NaN that the re-run does not, which is reported as such. Communication ops
 (data-parallel gradient averaging) are not re-run: the re-run takes each
@@ -74,7 +77,7 @@ class Producer:
         summary)], values read by the node.
     """
 
-    __slots__ = ("node", "kind", "count", "size", "inputs")
+    __slots__ = ("node", "kind", "count", "size", "inputs", "loops")
 
     def __init__(self, node: Node, kind: str, count: int, size: int, inputs: list[tuple[Node, str]]):
         self.node = node
@@ -82,6 +85,29 @@ class Producer:
         self.count = count
         self.size = size
         self.inputs = inputs
+        self.loops: list[tuple[Node, int, int]] = []  # (scan node, step, steps) around `node`, outermost first
+
+
+def _in_loop(n: Node, vals: list) -> Producer | None:
+    """The producer inside the body of the scan node `n` (read `vals`), found by re-running it step by step."""
+    region = n.attr("region", None)
+    body = getattr(region, "body", None)
+    if body is None or not hasattr(region, "nk"):
+        return None
+    nc, nk, T = region.nc, region.nk, region.length
+    consts, carry, seqs = list(vals[:nc]), list(vals[nc:nc + nk]), vals[nc + nk:]
+    from .interpreter import evaluate_flat
+
+    order = schedule(body)
+    for t in (range(T - 1, -1, -1) if region.reverse else range(T)):
+        step = consts + carry + [s[t] for s in seqs]
+        p = find_producer(body, step, order)
+        if p is not None:
+            p.loops.insert(0, (n, t, T))
+            return p
+        env = {x: np.asarray(v, dtype=x.dtype) for x, v in zip(body.inputs, step)}
+        carry = evaluate_flat(body.outputs, order, env)[:nk]
+    return None
 
 
 def _summary(v: Any) -> str:
@@ -149,6 +175,10 @@ def find_producer(graph: Graph, leaves: Sequence[Any], order: Sequence[Node] | N
                     in_inf = any(flags[x][1] for x in n.inputs)
                     kind = "NaN" if nan and not in_nan else "inf" if inf and not (in_nan or in_inf) else None
                     if kind is not None:
+                        if n.op.name == "scan":  # a loop: find the op inside its body, and the step
+                            inner = _in_loop(n, vals)
+                            if inner is not None:
+                                return inner
                         a = np.asarray(v)
                         count = int(np.isnan(a).sum() if kind == "NaN" else np.isinf(a).sum())
                         return Producer(n, kind, count, a.size, [(x, _summary(env[x])) for x in n.inputs])
@@ -171,7 +201,9 @@ _ROLE_WORDS = {
 def _message(p: Producer, graph: Graph, where: str) -> str:
     n = p.node
     m = meta(n)
-    ids = node_ids(graph)
+    outer = node_ids(graph)
+    # a node in a loop body is numbered as the innermost body's listing (`region.body.dump()`) numbers it
+    ids = node_ids(p.loops[-1][0].attr("region").body) if p.loops else outer
     ins = ", ".join(f"%{ids.get(x, '?')}" for x in n.inputs)
     head = f"{where}: {n.op.name} produced {p.kind} in {_ROLE_WORDS.get(m.role, m.role)}"
     if m.origin is not None and m.role in ("backward", "tangent"):
@@ -182,9 +214,17 @@ def _message(p: Producer, graph: Graph, where: str) -> str:
     lines = [head,
              f"  node: %{ids.get(n, '?')} = {_op_with_attrs(n)}({ins}) : {_type_str(n)}  # {m.role}"
              f"  ({p.count} of {p.size} elements {p.kind})"]
+    if p.loops:  # the node is in a loop body: its ids are the body's (`region.body.dump()`)
+        lines[1] = lines[1].replace("  node: %", "  node (in the loop body): %", 1)
+        numbering = outer
+        for loop, t, steps in p.loops:
+            lm = meta(loop)
+            lines.append(f"  in step {t} of {steps} of the loop (scan) %{numbering.get(loop, '?')}"
+                         f"{f' at {lm.location}' if lm.location is not None else ''}")
+            numbering = node_ids(loop.attr("region").body)
     for x, s in p.inputs:
         lines.append(f"  input %{ids.get(x, '?')} = {x.op.name} : {_type_str(x)}  ({s})")
-    lines.append(f"  found by re-running the graph {graph.name!r} ({len(ids)} nodes) op by op in the NumPy "
+    lines.append(f"  found by re-running the graph {graph.name!r} ({len(outer)} nodes) op by op in the NumPy "
                  f"evaluator (sg.config.debug_nans)")
     return "\n".join(lines)
 

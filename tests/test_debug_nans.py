@@ -211,3 +211,61 @@ def test_find_producer_none_for_finite_and_for_passed_in_nan():
     assert debugging.find_producer(g, [np.ones(3)]) is None
     assert debugging.find_producer(g, [np.array([1.0, np.nan, np.inf])]) is None
     debugging.check_outputs(g, [np.array([np.nan, 1.0, 1.0])], [np.array([np.nan, 2.0, 2.0])], "test")
+
+
+def test_communicating_graph_rerun_calls_no_collective(nans_on):
+    from symgraph import distributed as sgd
+    from test_distributed import _OneRank
+
+    comm = _OneRank()
+
+    def step(w, x):
+        return sg.grad(lambda w: np.sum(np.sqrt(x @ w)))(w)  # sqrt'(0) = inf, times x = 0: NaN
+
+    dp = sg.compile(step, backend="numpy", data_parallel=sgd.DataParallel(comm))
+    w = np.ones(3)
+    dp(w, np.ones((2, 3)))
+    calls = len(comm.log)
+    with pytest.raises(sg.FloatingPointError) as ei:
+        dp(w, np.zeros((2, 3)))
+    assert (ei.value.role, ei.value.origin) == ("backward", "sqrt")
+    assert len(comm.log) == 2 * calls  # the step ran once; the re-run called no collective
+    dp(w, np.array([[np.nan, 1.0, 1.0], [1.0, 1.0, 1.0]]))  # a NaN passed in: not reported
+
+
+def scanned(x):
+    def body(c, xi):
+        c = c + np.log(xi)  # NaN at the step where xi < 0
+        return c, c * 2.0
+    c, ys = sg.scan(body, 0.0, x)
+    return c + np.sum(ys)
+
+
+def test_nan_inside_a_loop_body_names_the_op_and_the_step(nans_on):
+    x = np.array([1.0, 2.0, -1.0, 3.0])
+    with pytest.raises(sg.FloatingPointError) as ei:
+        sg.compile(scanned, backend="numpy")(x)
+    e = ei.value
+    assert (e.op, e.role, e.kind) == ("log", "forward", "NaN")
+    assert e.location.lineno == _line_of(scanned, "np.log(xi)")
+    assert "in step 2 of 4 of the loop (scan)" in str(e)
+    assert f"at {__file__}:{_line_of(scanned, 'sg.scan(body')}" in str(e)  # the loop's own line
+    # a loop of a while_loop kind (fori_loop) and the eager transformation path
+    def fl(x):
+        return sg.fori_loop(0, 3, lambda i, c: c * x - 1.0 + np.sqrt(c), x)
+    with pytest.raises(sg.FloatingPointError) as ei:
+        sg.jvp(fl, (np.array(0.5),), (np.array(1.0),))
+    assert ei.value.op == "sqrt" and "of the loop (scan)" in str(ei.value)
+
+
+def test_backward_nan_inside_a_reverse_loop(nans_on):
+    def f(x):
+        def body(c, xi):
+            return c + np.sqrt(xi), None  # sqrt'(0) = inf
+        c, _ = sg.scan(body, 0.0, x)
+        return c
+    with pytest.raises(sg.FloatingPointError) as ei:
+        sg.grad(f)(np.array([1.0, 0.0, 4.0]))
+    e = ei.value
+    assert e.kind == "inf" and (e.role, e.origin) == ("backward", "sqrt")
+    assert "in step 1 of 3 of the loop (scan)" in str(e)
