@@ -281,3 +281,27 @@ def test_lapack_status_slot_names_the_call():
     assert "SVD did not converge" in str(lapack_error(plan, arena)) and "info = 3" in str(lapack_error(plan, arena))
     st[:] = (k + 1, NONFINITE)
     assert "NaN or infinity" in str(lapack_error(plan, arena))
+
+
+# ----- symgraph.scipy.linalg.expm -----
+
+
+def test_expm_values_grads_vmap():
+    scipy_linalg = pytest.importorskip("scipy.linalg")
+    import symgraph.scipy.linalg as sla
+
+    for scale in (1e-3, 0.5, 4.0, 60.0):  # no squaring, and 0, 1, ~4 squarings
+        a = rng.standard_normal((2, 4, 4)) * scale
+        want = scipy_linalg.expm(a)
+        np.testing.assert_allclose(_ev(sla.expm, a), want, rtol=1e-11, atol=1e-13 * np.abs(want).max())
+    a = rng.standard_normal((3, 3))
+    np.testing.assert_allclose(sla.expm(a), scipy_linalg.expm(a), rtol=1e-12)       # eager, on arrays
+    np.testing.assert_allclose(_ev(sla.expm, np.zeros((2, 2))), np.eye(2))
+    # d tr(expm(A)) / dA = expm(A)^T
+    np.testing.assert_allclose(sg.grad(lambda x: np.trace(sla.expm(x)))(a), scipy_linalg.expm(a).T, rtol=1e-10)
+    sg.check_grads(lambda x: np.sum(sla.expm(x) * np.cos(x)), (a,), order=2)
+    sg.check_grads(lambda x: np.sum(sla.expm(2.5 * x) ** 2), (a,), order=1)          # through squarings
+    b = rng.standard_normal((3, 2, 2))
+    np.testing.assert_allclose(sg.vmap(sla.expm)(b), scipy_linalg.expm(b), rtol=1e-12)
+    with pytest.raises(ShapeError, match="square"):
+        sla.expm(np.ones((2, 3)))

@@ -2,7 +2,8 @@
 
 SciPy's functions convert their arguments with `np.asarray` before any protocol sees a
 tracer, so traced code calls these instead: `solve_triangular`, `cho_factor`/`cho_solve`,
-`lu_factor`/`lu_solve`, `cholesky(lower=...)`, `det`, `inv`, `solve(assume_a=...)`. Each is
+`lu_factor`/`lu_solve`, `cholesky(lower=...)`, `det`, `inv`, `solve(assume_a=...)`, and `expm`
+(symgraph/scipy/matfuncs.py). Each is
 composed of the primitives of `symgraph.ops.factor` (differentiable to any order, batched over
 leading dimensions, compiled natively through LAPACK) and follows SciPy's definitions and
 argument conventions; on plain arrays they compute eagerly through the same primitives.
@@ -20,9 +21,10 @@ from .. import lax as L
 from ..errors import LinAlgError, ShapeError, UnsupportedOpError
 from ..ops import factor as F
 from ..numpy import factorizations as _fz
+from .matfuncs import expm  # noqa: F401  (scipy.linalg.expm: symgraph/scipy/matfuncs.py)
 
 __all__ = ["solve_triangular", "cho_factor", "cho_solve", "lu_factor", "lu_solve", "cholesky", "det", "inv", "solve",
-           "LinAlgError"]
+           "expm", "LinAlgError"]
 
 
 def _shape(x: Any) -> tuple:
