@@ -272,3 +272,29 @@ def test_browser_big_graph_collapsed_expand_and_screenshot(big, tmp_path):
     assert len(set(rows[:: 7])) > 20
     if keep:
         shutil.copy(shot, keep)
+
+
+def test_stages_side_by_side(tmp_path):
+    def loss(x):
+        return np.sum(sg.checkpoint(lambda x: np.sin(np.tanh(x)))(x) ** 2)
+
+    g = sg.trace(sg.grad(loss), np.ones(3))
+    s = sg.simplify(g)
+    c = sg.apply_checkpoint(s, None)
+    path = tmp_path / "stages.html"
+    text = viz.compare_html({"traced": g, "simplified": s, "checkpointed": c}, path)
+    chk = _Checker()
+    chk.feed(text)
+    chk.close()
+    assert chk.stack == [] and not re.search(r"https?://", text)
+    m = re.search(r'<script type="application/json" id="sg-stages">(.*?)</script>', text, re.S)
+    stages = json.loads(m.group(1))
+    assert [st["name"] for st in stages] == ["traced", "simplified", "checkpointed"]
+    for st, gr in zip(stages, (g, s, c)):
+        assert _data(st["page"])["n"] == len(viz.node_ids(gr)) == st["n"]
+    assert any(ro["name"] == "recomputed" for ro in _data(stages[2]["page"])["roles"])
+    with pytest.raises(ValueError):
+        viz.compare_html({})
+    r = _browser(tmp_path, f"file://{path}#left=simplified", "--dump-dom")
+    assert r.returncode == 0 and 'data-ready="1"' in r.stdout, r.stderr[-2000:]
+    assert re.findall(r'class="sg-pane" id="sg-pane-\d" data-stage="(\w+)"', r.stdout) == ["simplified", "checkpointed"]

@@ -12,7 +12,7 @@ The modules, one job each: `labels` (numbering and labels), `text` (`dump`),
 `kernels` (kernel clusters), `summarize` (large graphs), `render` (Graphviz),
 `stages` (`SYMGRAPH_DUMP`), `export` (networkx), `html` (`to_html`, the
 offline interactive viewer; `viewer.js`/`viewer.css` are its script and
-style) and `layout` (its layered layout).
+style), `layout` (its layered layout) and `compare` (stages side by side).
 
 Importing this package installs `Graph.dump`, `Graph.to_dot`, `Graph.render`,
 `Graph.to_networkx` and `Graph.to_html`.
@@ -23,6 +23,7 @@ from __future__ import annotations
 from ..ir import install_graph_methods
 from .dot import to_dot
 from .export import to_networkx
+from .compare import compare_html
 from .html import to_html
 from .labels import format_attrs, node_ids, node_label, role_counts
 from .render import render, render_bytes, run_dot  # noqa: F401  (render_bytes, run_dot: public, not in __all__)
@@ -38,6 +39,7 @@ __all__ = [
     "dump_stage",
     "to_networkx",
     "to_html",
+    "compare_html",
     "node_ids",
     "node_label",
     "format_attrs",
