@@ -179,6 +179,9 @@ def test_degenerate_eigenvalues_finite_and_right_for_invariant_functions():
     np.testing.assert_allclose(g, np.eye(3), atol=1e-12)
     g = sg.grad(lambda a: np.sum(np.linalg.svd(a, full_matrices=False)[0] ** 3))(np.zeros((3, 2)))
     assert np.all(np.isfinite(g))
+    x = rng.standard_normal((4, 2))
+    g = sg.grad(lambda a: np.sum(np.linalg.qr(a)[0] ** 3))(np.concatenate([x, x[:, :1]], axis=1))  # rank 2
+    assert np.all(np.isfinite(g))
 
 
 # ----- batching -----
@@ -305,3 +308,16 @@ def test_expm_values_grads_vmap():
     np.testing.assert_allclose(sg.vmap(sla.expm)(b), scipy_linalg.expm(b), rtol=1e-12)
     with pytest.raises(ShapeError, match="square"):
         sla.expm(np.ones((2, 3)))
+
+
+def test_raw_outputs_differentiate_as_lapacks_choice():
+    # autograd's cases: the raw eigenvectors and singular vectors (LAPACK's signs, locally smooth) against
+    # finite differences, on symmetrized input for eigh
+    def sym(f):
+        return lambda x: f((np.tril(x) + np.swapaxes(np.tril(x), -1, -2)) / 2.0)
+
+    m = rng.standard_normal((2, 5, 5)) + 5 * np.eye(5)
+    sg.check_grads(sym(lambda x: tuple(np.linalg.eigh(x, "U"))), (m @ np.swapaxes(m, -1, -2),))
+    for shape in ((3, 5), (2, 5, 3)):
+        sg.check_grads(lambda x: tuple(np.linalg.svd(x, full_matrices=False)), (rng.standard_normal(shape),))
+    sg.check_grads(lambda x: np.linalg.norm(x, ord="nuc", axis=(0, 1)), (rng.standard_normal((5, 4, 3)),))

@@ -42,7 +42,8 @@ derivative of any function invariant to the choice of basis inside a
 degenerate eigenspace (sums of eigenvalues, projectors, U diag(s) V^T) is
 finite and correct; the derivative of an individual eigenvector of a
 repeated eigenvalue is not defined, and this convention gives a finite
-value for it, not a meaningful one. The extra columns of the full SVD and of
+value for it, not a meaningful one. QR's rules invert R: a diagonal entry below n * eps * max|r_jj|
+(rank deficiency, where QR has no derivative) is inverted as 0. The extra columns of the full SVD and of
 the complete QR of a tall matrix are not unique: their derivatives raise
 UnsupportedOpError.
 """
@@ -484,19 +485,26 @@ def _qr_vjp(ct, node):
     return (L.bind("concatenate", xbar, ybar, axis=ct.ndim - 1),)
 
 
-def upper_inverse(r):
+def upper_inverse(r, tol=None):
     """R^-1 of upper-triangular R (..., n, n) in graph ops, by block recursion:
     [[A, B], [0, C]]^-1 = [[A^-1, -A^-1 B C^-1], [0, C^-1]] (Higham, Accuracy and Stability of Numerical
-    Algorithms, 2nd ed., sec. 14.2): about 8 n nodes, depth log2 n, exact, differentiable again."""
+    Algorithms, 2nd ed., sec. 14.2): about 8 n nodes, depth log2 n, exact, differentiable again.
+
+    A diagonal entry |r_ii| <= n * eps * max|r_jj| (a rank-deficient R) is inverted as 0, the convention
+    of `safe_inverse_values`, so QR's derivative stays finite (it is not defined there)."""
     n = r.shape[-1]
+    if tol is None:
+        eps = float(np.finfo(r.dtype).eps)
+        scale = L.reduce("max", L.unary("abs", diag_part(r)), axis=-1, keepdims=True)
+        tol = L.reshape(L.mul(scale, n * eps), r.shape[:-2] + (1, 1))
     if n == 1:
-        return L.div(1.0, r)
+        return _safe_recip(r, tol)
     h = n // 2
-    ai = upper_inverse(cols(rows(r, 0, h), 0, h))
-    ci = upper_inverse(cols(rows(r, h, n), h, n))
+    ai = upper_inverse(cols(rows(r, 0, h), 0, h), tol)
+    ci = upper_inverse(cols(rows(r, h, n), h, n), tol)
     b = cols(rows(r, 0, h), h, n)
     top = L.bind("concatenate", ai, L.neg(mm(ai, mm(b, ci))), axis=r.ndim - 1)
-    bottom = L.bind("concatenate", L.zeros_like(mT(cols(rows(r, 0, h), h, n))), ci, axis=r.ndim - 1)
+    bottom = L.bind("concatenate", L.zeros_like(mT(b)), ci, axis=r.ndim - 1)
     return L.bind("concatenate", top, bottom, axis=r.ndim - 2)
 
 
