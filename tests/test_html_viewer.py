@@ -231,6 +231,20 @@ def test_browser_click_and_search(small_graph, tmp_path):
     assert "readers (" in details and "inputs (1)" in details
 
 
+def test_browser_role_chip_and_double_click(small_graph, tmp_path):
+    g = small_graph
+    path = tmp_path / "small.html"
+    g.to_html(path)
+    d = html_data(g)
+    back = [r for r, reg in enumerate(d["regions"]) if d["roles"][reg["role"]]["name"] == "backward"]
+    assert len(back) >= 2  # so that "chip did nothing" (0) and "double click did nothing" (2) both fail
+    member = next(i for i, r in enumerate(d["region"]) if r == back[0])
+    # the backward chip collapses every backward region; a double click on one of the boxes opens it again
+    r = _browser(tmp_path, f"file://{path}#chip=backward&dblclick={d['ids'][member]}", "--dump-dom")
+    assert r.returncode == 0 and 'data-ready="1"' in r.stdout, r.stderr[-2000:]
+    assert int(_attr(r.stdout, "sg-count", "data-collapsed")) == len(back) - 1
+
+
 def _png_pixels(path: str) -> tuple[int, int, bytes]:
     """Width, height and the filtered scanlines of an 8-bit PNG (enough to tell a blank picture)."""
     data = open(path, "rb").read()

@@ -454,7 +454,8 @@
   });
   window.addEventListener("resize", resize);
 
-  // ---- the URL fragment drives the page: #expand=all|R&collapse=all|R&search=Q&select=ID&click=ID ----
+  // ---- the URL fragment drives the page:
+  //      #expand=all|R&collapse=all|R&chip=ROLE&dblclick=ID&search=Q&next&select=ID&click=ID (in that order) ----
   function byId(v) { var want = Number(String(v).replace("%", "")); for (var n = 0; n < N; n++) if (D.ids[n] === want) return n; return -1; }
   function applyHash() {
     var h = location.hash.slice(1);
@@ -462,17 +463,20 @@
     var p = new URLSearchParams(h);
     if (p.has("expand")) { if (p.get("expand") === "all") setAll(0); else setRegion(Number(p.get("expand")), 0); }
     if (p.has("collapse")) { if (p.get("collapse") === "all") setAll(1); else setRegion(Number(p.get("collapse")), 1); }
+    if (p.has("chip")) {  // a click on a role chip (collapse / expand every region of that role)
+      var chip = document.querySelector('.sg-chip[data-role="' + p.get("chip") + '"]');
+      if (chip) chip.click();
+    }
+    if (p.has("dblclick")) { var dn = byId(p.get("dblclick")); if (dn >= 0) mouseAt("dblclick", itemOf(dn)); }
     if (p.has("search")) { $("sg-search").value = p.get("search"); search(p.get("search")); if (p.has("next")) nextMatch(1); }
     if (p.has("select")) select(byId(p.get("select")), true);
-    if (p.has("click")) {  // a real click event at the node's place on the canvas (exercises hit testing)
-      var n = byId(p.get("click"));
-      if (n >= 0) {
-        centerOn(itemOf(n));
-        var rect = canvas.getBoundingClientRect(), k = itemOf(n);
-        var cx = rect.left + view.tx + view.s * ix(k), cy = rect.top + view.ty + view.s * iy(k);
-        canvas.dispatchEvent(new MouseEvent("click", { clientX: cx, clientY: cy, bubbles: true }));
-      }
-    }
+    if (p.has("click")) { var n = byId(p.get("click")); if (n >= 0) mouseAt("click", itemOf(n)); }
+  }
+  function mouseAt(type, k) {  // a real mouse event at item k's place on the canvas (exercises hit testing)
+    centerOn(k);
+    var rect = canvas.getBoundingClientRect();
+    canvas.dispatchEvent(new MouseEvent(type, { clientX: rect.left + view.tx + view.s * ix(k),
+      clientY: rect.top + view.ty + view.s * iy(k), bubbles: true }));
   }
   window.addEventListener("hashchange", applyHash);
 
