@@ -335,8 +335,8 @@ def f_sortfn(x):  # np.sort traces since issue 17; np.unique has no rule
     return np.unique(x)  # @sortfn
 
 
-def f_inv(x):
-    return np.linalg.inv(x[:, :2])  # @inv
+def f_inv(x):  # np.linalg.inv traces since issue 18; the non-symmetric eigensolver does not
+    return np.linalg.eig(x[:, :2])  # @inv
 
 
 def f_nextafter(x):  # a ufunc without a rule (np.arctan, the example before issue 17, has one now)
@@ -352,8 +352,8 @@ def f_accumulate(x):  # np.add.accumulate traces since issue 17 (cumsum); subtra
     return np.subtract.accumulate(x)  # @accumulate
 
 
-def f_norm1(x):  # norm(ord=1) traces since issue 17, ord='nuc' since issue 18; svd(hermitian=True) does not
-    return np.linalg.svd(x, hermitian=True)  # @norm1
+def f_norm1(x):  # norm(ord=1) traces since issue 17, ord='nuc' since issue 18; qr(mode='raw') does not
+    return np.linalg.qr(x, mode="raw")  # @norm1
 
 
 def f_reshape_f(x):
@@ -481,11 +481,11 @@ INSIDE = [
     (f_add_where, U, "addwhere", ["np.add", "where"]),
     (f_cumsum, U, "cumsum", ["np.histogram"]),
     (f_sortfn, U, "sortfn", ["np.unique"]),
-    (f_inv, U, "inv", ["linalg.inv"]),
+    (f_inv, U, "inv", ["linalg.eig"]),
     (f_nextafter, U, "nextafter", ["np.nextafter"]),
     (f_ufunc_at, U, "ufuncat", ["np.multiply.at"]),
     (f_accumulate, U, "accumulate", ["np.subtract.accumulate"]),
-    (f_norm1, U, "norm1", ["np.linalg.svd", "hermitian=True"]),
+    (f_norm1, U, "norm1", ["np.linalg.qr", "mode='raw'"]),
     (f_reshape_f, U, "reshapeF", ["order='F'"]),
     (f_boolmask, U, "boolmask", ["boolean mask", "np.where"]),
     (f_where1, U, "where1", ["np.where", "one argument"]),

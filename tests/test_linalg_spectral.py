@@ -68,6 +68,17 @@ def test_svd_values_match_numpy(shape):
     np.testing.assert_allclose((u * s[..., None, :]) @ vt, a, atol=1e-12)
 
 
+def test_hermitian_svd_is_numpys():
+    a = _sym(4, (2,))
+    for got, want in zip(_ev(lambda x: tuple(np.linalg.svd(x, hermitian=True)), a), np.linalg.svd(a, hermitian=True)):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(_ev(lambda x: np.linalg.svd(x, compute_uv=False, hermitian=True), a),
+                                  np.linalg.svd(a, compute_uv=False, hermitian=True))
+    np.testing.assert_allclose(_ev(lambda x: np.linalg.pinv(x, hermitian=True), a), np.linalg.pinv(a, hermitian=True),
+                               atol=1e-12)
+    sg.check_grads(lambda x: np.sum(np.linalg.svd(x, compute_uv=False, hermitian=True) ** 3), (a[0],), order=2)
+
+
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 5, 3)])
 def test_qr_values_match_numpy(shape):
     a = rng.standard_normal(shape)
@@ -106,6 +117,10 @@ def test_composites_match_numpy():
                                rtol=1e-12)
     for p in (None, 2, -2):
         np.testing.assert_allclose(_ev(lambda x: np.linalg.cond(x, p), a), np.linalg.cond(a, p), rtol=1e-12)
+    for p in ("fro", "nuc", 1, -np.inf):  # through np.linalg.inv's rule
+        np.testing.assert_allclose(_ev(lambda x: np.linalg.cond(x, p), sq), np.linalg.cond(sq, p), rtol=1e-12)
+    np.testing.assert_allclose(_ev(lambda x: np.linalg.matrix_power(x, -3), sq), np.linalg.matrix_power(sq, -3),
+                               rtol=1e-10)
     for ord_ in (2, -2, "nuc"):
         np.testing.assert_allclose(_ev(lambda x: np.linalg.norm(x, ord_), a), np.linalg.norm(a, ord_), rtol=1e-12)
         t = rng.standard_normal((2, 3, 4))

@@ -109,16 +109,18 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
     Derivatives: Townsend (2016), reduced SVD (and full_matrices of square matrices, the same);
     the full SVD of a non-square matrix has no derivative (its extra columns are not unique).
 
+    hermitian=True takes NumPy's route through eigh (the lower triangle): s = |w| descending, signs
+    moved into Vh.
+
     Raises:
-        ShapeError: rank < 2. UnsupportedOpError: hermitian=True; differentiating the full SVD of a
-        non-square matrix. LinAlgError: NaN or infinity, or no convergence (when the program runs).
+        ShapeError: rank < 2 (or non-square with hermitian=True). UnsupportedOpError: differentiating
+        the full SVD of a non-square matrix. LinAlgError: NaN or infinity, or no convergence (when the program runs).
     """
     if not _traced(a):
         return _np.linalg.svd(a, full_matrices, compute_uv, hermitian)
-    if hermitian:
-        raise UnsupportedOpError("np.linalg.svd(hermitian=True) does not trace; use hermitian=False (the same "
-                                 "values) or np.linalg.eigh")
     a = _matrix(a, "svd")
+    if hermitian:
+        return _hermitian_svd(a, compute_uv)
     if not compute_uv:
         return L.bind("svdvals", a)
     m, n = a.shape[-2:]
@@ -133,6 +135,32 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
     s = L.reshape(s, s.shape[:-2] + (k,))
     v = S.cols(S.rows(p, m + 1, m + 1 + n), 0, n)
     return SVDResult(u, s, S.mT(v))
+
+
+def _hermitian_svd(a: Node, compute_uv: bool) -> Any:
+    """NumPy's svd(hermitian=True): from eigh (the lower triangle), s = |w| sorted descending, U the
+    eigenvectors in that order, Vh = (U * sign(w))^T."""
+    if a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"np.linalg.svd(hermitian=True): needs square matrices, got shape {a.shape}")
+    from .along_axis import take_along_axis
+    from .sorting import argsort
+
+    if not compute_uv:
+        w = L.unary("abs", eigvalsh(a))
+        idx = _reverse_last(argsort(L.bind("stop_gradient", w), axis=-1))
+        return take_along_axis(w, idx, axis=-1)
+    w, u = eigh(a)
+    idx = _reverse_last(argsort(L.bind("stop_gradient", L.unary("abs", w)), axis=-1))
+    sgn = take_along_axis(L.unary("sign", w), idx, axis=-1)
+    s = take_along_axis(L.unary("abs", w), idx, axis=-1)
+    u = take_along_axis(u, L.reshape(idx, idx.shape[:-1] + (1, idx.shape[-1])), axis=-1)
+    return SVDResult(u, s, S.mT(L.mul(u, S.as_row(sgn))))
+
+
+def _reverse_last(x: Node) -> Node:
+    n = x.shape[-1]
+    nd = x.ndim
+    return L.bind("slice", x, starts=(0,) * (nd - 1) + (n - 1,), stops=x.shape[:-1] + (-1,), steps=(1,) * (nd - 1) + (-1,))
 
 
 def svdvals(x: Any, /) -> Any:
@@ -221,14 +249,15 @@ def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _np.
     The derivative is Golub & Pereyra's (1973), exact where the rank is locally constant; at a
     change of rank the pseudo-inverse is not continuous and the value of the formula is one-sided.
 
+    hermitian=True computes the same value (the SVD is then NumPy's through eigh only in NumPy; here the
+    general SVD, equal up to rounding).
+
     Raises:
-        ShapeError: rank < 2, or both rcond and rtol given. UnsupportedOpError: hermitian=True.
+        ShapeError: rank < 2, or both rcond and rtol given.
     """
     if not _traced(a, rcond):
         kw = {} if rtol is _np._NoValue else {"rtol": rtol}
         return _np.linalg.pinv(a, rcond, hermitian, **kw)
-    if hermitian:
-        raise UnsupportedOpError("np.linalg.pinv(hermitian=True) does not trace; use hermitian=False")
     a = _matrix(a, "pinv")
     if rcond is None:
         rcond = 1e-15 if rtol is _np._NoValue else (_default_rcond(a) if rtol is None else rtol)
