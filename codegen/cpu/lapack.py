@@ -9,6 +9,10 @@ matrices too (np.linalg computes them in float64 and rounds the results), so res
 bit for bit. `plan_lapack` lays out each call's workspace in the arena, after a 16-byte status
 slot: the entry zeroes it, the first failing call writes (call number + 1, info) there, and
 `lapack_error` turns that into the `symgraph.errors.LinAlgError` the evaluator raises.
+
+Another op lowers through LAPACK by declaring `extra={"lowering": "lapack"}` (the partitioner then
+gives it a LAPACK task reading every operand as a contiguous buffer), a branch of `plan_call` (its
+routine, workspace query and scratch layout) and an emitter in `codegen.llvm.lapack._ROUTINES`.
 """
 
 from __future__ import annotations

@@ -136,13 +136,13 @@ class _Partitioner:
             release_session()  # a fresh table of interned Exprs per round
             b = BodyBuilder(M, consts)
             changed = False
-            # a LAPACK task reads its operand as one contiguous buffer
+            # a LAPACK task reads each operand as one contiguous buffer
             for n in self.order:
                 if n.op.extra.get("lowering") == "lapack":
-                    x = n.inputs[0]
-                    if x not in M and x.op.name != "input":  # constants too: a buffer of their own
-                        M.add(x)
-                        changed = True
+                    for x in n.inputs:
+                        if x not in M and x.op.name != "input":  # constants too: a buffer of their own
+                            M.add(x)
+                            changed = True
             if changed:
                 continue
             # matmul operands must be BLAS views of buffers

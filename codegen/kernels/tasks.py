@@ -72,7 +72,7 @@ class TaskKind(str, enum.Enum):
               "an output of a loop region (a `scan` node): the region's compiled body called once per step; "
               "the loop's sibling outputs share one kernel")
     LAPACK = ("lapack", KernelKind.LAPACK, False, False, False,
-              "a spectral decomposition through LAPACK, matrix after matrix (its operand a contiguous buffer)")
+              "a LAPACK routine (a spectral decomposition), matrix after matrix (its operands contiguous buffers)")
 
     def __new__(cls, name: str, kernel: KernelKind, reduces: bool, joins: bool, fills_empty: bool,
                 doc: str) -> "TaskKind":
@@ -186,7 +186,7 @@ def task_reads(t: Task) -> set[Node]:
     if t.kind is TaskKind.REGION:
         return set(t.node.inputs)
     if t.kind is TaskKind.LAPACK:
-        return {t.node.inputs[0]}
+        return set(t.node.inputs)
     if not t.kind.loop:
         reads = {t.gemm["a"]["base"], t.gemm["b"]["base"]}
         if t.gemm.get("beta"):
