@@ -170,6 +170,28 @@ def test_qr_and_composite_grads(shape):
     sg.check_grads(lambda x: np.linalg.norm(x, "nuc") + np.linalg.norm(x, 2) * np.linalg.cond(x), (a,), order=2)
 
 
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5)])
+def test_full_decompositions_differentiate_as_reduced(shape):
+    # NumPy's default full_matrices=True (and qr's complete mode): the extra columns are any basis of a
+    # complement, ignored by the rules (PyTorch's convention); the rest differentiates as the reduced form
+    a = rng.standard_normal(shape)
+    k = min(shape)
+
+    def full(x):
+        u, s, vt = np.linalg.svd(x)
+        return np.sum((u[:, :k] * s) @ vt[:k] * np.cos(x)) + np.sum(u[:, :k] ** 4) + np.sum(vt[:k] ** 4)
+
+    def reduced(x):
+        u, s, vt = np.linalg.svd(x, full_matrices=False)
+        return np.sum((u * s) @ vt * np.cos(x)) + np.sum(u ** 4) + np.sum(vt ** 4)
+
+    np.testing.assert_allclose(sg.grad(full)(a), sg.grad(reduced)(a), rtol=1e-10, atol=1e-12)
+    sg.check_grads(full, (a,), order=2)
+    sg.check_vjp_jvp(lambda x: tuple(np.linalg.svd(x)), (a,))
+    sg.check_grads(lambda x: np.sum(np.linalg.qr(x, mode="complete")[1] ** 3), (a,), order=2)
+    sg.check_vjp_jvp(lambda x: tuple(np.linalg.qr(x, mode="complete")), (a,))
+
+
 def test_lstsq_and_power_grads():
     a, b = rng.standard_normal((6, 3)), rng.standard_normal(6)
     sg.check_grads(lambda x, y: np.sum(np.linalg.lstsq(x, y)[0] ** 2), (a, b), order=2)
@@ -232,10 +254,6 @@ def test_errors():
     assert issubclass(LinAlgError, np.linalg.LinAlgError)
     with pytest.raises(LinAlgError, match="NaN"):
         sg.trace(np.linalg.svdvals, np.eye(2)).evaluate(np.array([[1.0, np.inf], [0.0, 1.0]]))
-    with pytest.raises(UnsupportedOpError, match="full_matrices=False"):
-        sg.grad(lambda x: np.sum(np.linalg.svd(x)[0]))(np.ones((3, 2)))
-    with pytest.raises(UnsupportedOpError, match="mode='reduced'"):
-        sg.grad(lambda x: np.sum(np.linalg.qr(x, mode="complete")[0]))(rng.standard_normal((3, 2)))
     with pytest.raises(UnsupportedOpError, match="raw"):
         sg.trace(lambda x: np.linalg.qr(x, mode="raw"), np.eye(2))
 

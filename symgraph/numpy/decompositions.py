@@ -106,15 +106,16 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
     Returns SVDResult(U, S, Vh): U (..., m, m) and Vh (..., n, n) with full_matrices, else
     (..., m, k) and (..., k, n), k = min(m, n); with compute_uv=False, S alone (as `svdvals`).
 
-    Derivatives: Townsend (2016), reduced SVD (and full_matrices of square matrices, the same);
-    the full SVD of a non-square matrix has no derivative (its extra columns are not unique).
+    Derivatives: Townsend (2016) for the reduced SVD. With full_matrices the extra columns of U (or
+    Vh's extra rows) are any orthonormal basis of a complement: as in PyTorch their cotangent is
+    ignored and their tangent is zero; U[..., :k], S and Vh[..., :k, :] differentiate as reduced.
 
     hermitian=True takes NumPy's route through eigh (the lower triangle): s = |w| descending, signs
     moved into Vh.
 
     Raises:
-        ShapeError: rank < 2 (or non-square with hermitian=True). UnsupportedOpError: differentiating
-        the full SVD of a non-square matrix. LinAlgError: NaN or infinity, or no convergence (when the program runs).
+        ShapeError: rank < 2 (or non-square with hermitian=True). LinAlgError: NaN or infinity, or no
+        convergence (when the program runs).
     """
     if not _traced(a):
         return _np.linalg.svd(a, full_matrices, compute_uv, hermitian)
@@ -181,11 +182,13 @@ def qr(a: Any, mode: str = "reduced") -> Any:
 
     mode 'reduced' gives QRResult(Q (..., m, k), R (..., k, n)), k = min(m, n); 'complete' Q
     (..., m, m), R (..., m, n); 'r' R alone (..., k, n). Derivatives: Walter & Lehmann (2018) for
-    m >= n; wide matrices (m < n) split as [X | Y] with X square (Roberts & Roberts 2020).
+    m >= n; wide matrices (m < n) split as [X | Y] with X square (Roberts & Roberts 2020). The
+    complete Q's extra columns of a tall matrix (any basis of a complement) have their cotangent
+    ignored and a zero tangent, as the full SVD's.
 
     Raises:
-        ShapeError: rank < 2 or an unknown mode. UnsupportedOpError: mode 'raw'; differentiating
-        the complete Q of a tall matrix. LinAlgError: NaN or infinity (when the program runs).
+        ShapeError: rank < 2 or an unknown mode. UnsupportedOpError: mode 'raw'. LinAlgError: NaN or
+        infinity (when the program runs).
     """
     if not _traced(a):
         return _np.linalg.qr(a, mode)

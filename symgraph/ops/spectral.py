@@ -44,8 +44,9 @@ finite and correct; the derivative of an individual eigenvector of a
 repeated eigenvalue is not defined, and this convention gives a finite
 value for it, not a meaningful one. QR's rules invert R: a diagonal entry below n * eps * max|r_jj|
 (rank deficiency, where QR has no derivative) is inverted as 0. The extra columns of the full SVD and of
-the complete QR of a tall matrix are not unique: their derivatives raise
-UnsupportedOpError.
+the complete QR of a tall matrix are not unique (any orthonormal basis of a complement): as in
+PyTorch, their cotangent is ignored and their tangent is zero; the other outputs differentiate as
+in the reduced decomposition.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import lax as L
-from ..errors import LinAlgError, ShapeError, UnsupportedOpError
+from ..errors import LinAlgError, ShapeError
 from .batch import rebind
 from .core import Op, float_only, register
 
@@ -324,25 +325,32 @@ register(Op("eigvalsh", 1, "opaque", _eigvalsh_shape, float_only, _eigvalsh_impl
 # ----- svd -----
 
 
+def _first_cols(x, k: int):
+    return x if x.shape[-1] == k else cols(x, 0, k)
+
+
+def _pad_cols(x, p: int):
+    """x with zero columns appended up to p columns (the tangent of the full SVD's extra columns)."""
+    k = x.shape[-1]
+    if k == p:
+        return x
+    zeros = L.broadcast_to(L.constant(np.zeros((), x.dtype)), x.shape[:-1] + (p - k,))
+    return L.bind("concatenate", x, zeros, axis=x.ndim - 1)
+
+
 def svd_parts(node):
-    """(U, s, V) of a reduced svd node: U (..., m, k), s (..., k), V (..., n, k)."""
+    """(U, s, V) of an svd node, the first k = min(m, n) columns of each (all of a reduced SVD):
+    U (..., m, k), s (..., k), V (..., n, k)."""
     m, n = node.inputs[0].shape[-2:]
-    return rows(node, 0, m), row(node, m), rows(node, m + 1, m + 1 + n)
-
-
-def _full_svd_no_derivative(node):
-    m, n = node.inputs[0].shape[-2:]
-    raise UnsupportedOpError(f"the derivative of svd(full_matrices=True) of a {m} x {n} matrix is not defined: the "
-                             f"last {abs(m - n)} columns of {'U' if m > n else 'V'} are any orthonormal basis of a "
-                             f"complement; use full_matrices=False")
+    k = min(m, n)
+    return (_first_cols(rows(node, 0, m), k), _first_cols(row(node, m), k),
+            _first_cols(rows(node, m + 1, m + 1 + n), k))
 
 
 def _svd_jvp(tangents, node):
     (t,) = tangents
     if t is None:
         return None
-    if node.attr("full"):
-        _full_svd_no_derivative(node)
     u, s, v = svd_parts(node)
     m, n = node.inputs[0].shape[-2:]
     k = min(m, n)
@@ -361,16 +369,17 @@ def _svd_jvp(tangents, node):
     if n > k:
         tu = mm(mT(t), u)
         dv = L.add(dv, L.mul(L.sub(tu, mm(v, mm(mT(v), tu))), sinv))
-    return _pack(du, as_row(ds), dv)
+    p = node.shape[-1]  # full SVD: the extra columns get a zero tangent (their cotangent is ignored)
+    return _pack(_pad_cols(du, p), _pad_cols(as_row(ds), p), _pad_cols(dv, p))
 
 
 def _svd_vjp(ct, node):
-    if node.attr("full"):
-        _full_svd_no_derivative(node)
     u, s, v = svd_parts(node)
     m, n = node.inputs[0].shape[-2:]
     k = min(m, n)
-    ubar, sbar, vbar = rows(ct, 0, m), row(ct, m), rows(ct, m + 1, m + 1 + n)
+    # full SVD: the cotangent of U's (V's) columns past k is ignored (they are any basis of a complement)
+    ubar, sbar = _first_cols(rows(ct, 0, m), k), _first_cols(row(ct, m), k)
+    vbar = _first_cols(rows(ct, m + 1, m + 1 + n), k)
     f = inverse_gaps(L.mul(s, s), max(m, n))
     utu = mm(mT(u), ubar)
     vtv = mm(mT(v), vbar)
@@ -429,12 +438,13 @@ def qr_parts(node):
     return rows(node, 0, m), mT(rows(node, m, m + n))
 
 
-def _qr_check(node):
+def _qr_rule_parts(node):
+    """(Q, R) with k = min(m, n) columns of Q and rows of R: the complete QR's extra columns of Q (any basis
+    of a complement) take no part in the derivative rules."""
     m, n = node.inputs[0].shape[-2:]
-    if node.attr("complete") and m > n:
-        raise UnsupportedOpError(f"the derivative of qr(mode='complete') of a {m} x {n} matrix is not defined: the "
-                                 f"last {m - n} columns of Q are any orthonormal basis of a complement; use "
-                                 f"mode='reduced'")
+    k = min(m, n)
+    q, r = qr_parts(node)
+    return _first_cols(q, k), (r if r.shape[-2] == k else rows(r, 0, k))
 
 
 def _tall_qr_jvp(q, r, t):
@@ -458,8 +468,7 @@ def _qr_jvp(tangents, node):
     (t,) = tangents
     if t is None:
         return None
-    _qr_check(node)
-    q, r = qr_parts(node)
+    q, r = _qr_rule_parts(node)
     m, n = node.inputs[0].shape[-2:]
     if m >= n:
         dq, dr = _tall_qr_jvp(q, r, t)
@@ -468,14 +477,15 @@ def _qr_jvp(tangents, node):
         dq, drx = _tall_qr_jvp(q, cols(r, 0, m), cols(t, 0, m))
         dry = L.add(mm(mT(dq), y), mm(mT(q), cols(t, m, n)))
         dr = L.bind("concatenate", drx, dry, axis=t.ndim - 1)
-    return _pack(dq, mT(dr))
+    width = node.shape[-1]  # complete QR of a tall matrix: zero tangent for Q's extra columns, R's zero rows
+    return _pack(_pad_cols(dq, width), _pad_cols(mT(dr), width))
 
 
 def _qr_vjp(ct, node):
-    _qr_check(node)
-    q, r = qr_parts(node)
+    q, r = _qr_rule_parts(node)
     m, n = node.inputs[0].shape[-2:]
-    qbar, rbar = rows(ct, 0, m), mT(rows(ct, m, m + n))
+    k = min(m, n)
+    qbar, rbar = _first_cols(rows(ct, 0, m), k), mT(_first_cols(rows(ct, m, m + n), k))
     if m >= n:
         return (_tall_qr_vjp(q, r, qbar, rbar),)
     y = cols(node.inputs[0], m, n)
