@@ -354,3 +354,15 @@ def test_raw_outputs_differentiate_as_lapacks_choice():
     for shape in ((3, 5), (2, 5, 3)):
         sg.check_grads(lambda x: tuple(np.linalg.svd(x, full_matrices=False)), (rng.standard_normal(shape),))
     sg.check_grads(lambda x: np.linalg.norm(x, ord="nuc", axis=(0, 1)), (rng.standard_normal((5, 4, 3)),))
+
+
+def test_numpy2_vector_and_matrix_norm():
+    x = rng.standard_normal((3, 4, 5))
+    for kw in ({}, {"axis": 1}, {"axis": (0, 2), "keepdims": True}, {"ord": 1}, {"ord": np.inf, "axis": -1}):
+        np.testing.assert_allclose(_ev(lambda v: np.linalg.vector_norm(v, **kw), x), np.linalg.vector_norm(x, **kw),
+                                   rtol=1e-14)
+    for kw in ({}, {"ord": 2}, {"ord": "nuc", "keepdims": True}, {"ord": -np.inf}):
+        np.testing.assert_allclose(_ev(lambda v: np.linalg.matrix_norm(v, **kw), x), np.linalg.matrix_norm(x, **kw),
+                                   rtol=1e-14)
+    sg.check_grads(lambda v: np.sum(np.linalg.matrix_norm(v, ord=2)) + np.linalg.vector_norm(v, axis=(0, 2))[1],
+                   (x,), order=2)

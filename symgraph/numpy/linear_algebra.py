@@ -25,7 +25,8 @@ from .logic import equal, not_equal, where
 from .reductions import max as _max, min as _min, sum
 from .structural import diagonal
 
-__all__ = ["dot", "einsum", "inner", "linalg", "matmul", "norm", "outer", "tensordot", "vdot"]
+__all__ = ["dot", "einsum", "inner", "linalg", "matmul", "matrix_norm", "norm", "outer", "tensordot", "vdot",
+           "vector_norm"]
 
 
 def _safe_sqrt(s: Any) -> Any:
@@ -111,6 +112,40 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     else:
         raise ShapeError(f"norm: invalid norm order {ord!r} for matrices")
     return _keep(out, x.shape, (r, c), keepdims)
+
+
+def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:  # noqa: A002
+    """np.linalg.vector_norm (NumPy 2): the vector norm over `axis` (None: all elements; a tuple: those axes
+    flattened into one), any ord of `norm`'s vector norms.
+
+    Raises:
+        ShapeError: an invalid ord, or axes out of range.
+    """
+    if not isinstance(x, Node):
+        return _np.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)
+    shape = x.shape
+    axes = normalize_axes(axis, len(shape), op="np.linalg.vector_norm")  # the order of flattening is immaterial
+    rest = tuple(i for i in range(len(shape)) if i not in axes)
+    xt = L.transpose(x, axes + rest)
+    flat = reshape(xt, (int(_np.prod([shape[i] for i in axes], dtype=_np.int64)),) + tuple(shape[i] for i in rest))
+    out = norm(flat, ord=ord, axis=0)
+    if keepdims:
+        out = reshape(out, tuple(1 if i in axes else d for i, d in enumerate(shape)))
+    return out
+
+
+def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:  # noqa: A002
+    """np.linalg.matrix_norm (NumPy 2): `norm` over the last two axes (every matrix ord, 2 / -2 / 'nuc' from
+    the singular values).
+
+    Raises:
+        ShapeError: rank < 2 or an invalid ord.
+    """
+    if not isinstance(x, Node):
+        return _np.linalg.matrix_norm(x, keepdims=keepdims, ord=ord)
+    if x.ndim < 2:
+        raise ShapeError(f"matrix_norm: needs at least two dimensions, got shape {x.shape}")
+    return norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
 
 
 def matmul(a: Any, b: Any) -> Any:
@@ -310,6 +345,8 @@ class linalg:  # noqa: N801  (mirrors np.linalg)
     """The subset of np.linalg that traces."""
 
     norm = staticmethod(norm)
+    vector_norm = staticmethod(vector_norm)
+    matrix_norm = staticmethod(matrix_norm)
     eigh = staticmethod(_dec.eigh)
     eigvalsh = staticmethod(_dec.eigvalsh)
     svd = staticmethod(_dec.svd)
@@ -339,4 +376,6 @@ UFUNCS = {
 FUNCTIONS = {
     _np.matmul: matmul, _np.dot: dot, _np.vdot: vdot, _np.inner: inner, _np.outer: outer, _np.einsum: einsum,
     _np.tensordot: tensordot, _np.linalg.norm: norm,
+    **({_np.linalg.vector_norm: vector_norm, _np.linalg.matrix_norm: matrix_norm}
+       if hasattr(_np.linalg, "vector_norm") else {}),
 }
