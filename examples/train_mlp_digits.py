@@ -11,6 +11,12 @@ AdamW with a cosine learning-rate decay, batch 64, 40 epochs.
 
 Run:  pip install -e ".[examples]" && python examples/train_mlp_digits.py
       python examples/train_mlp_digits.py --backend numpy --plot digits.png
+      mpiexec -n 2 python examples/train_mlp_digits.py --data-parallel   (the distributed extra)
+
+With --data-parallel every rank takes its contiguous slice of each minibatch
+(`symgraph.distributed.shard`) and the compiled step averages the gradients
+across the ranks (`sg.compile(..., data_parallel=True)`), so N ranks train the
+same model on the same minibatches as one process, up to rounding.
 """
 
 from __future__ import annotations
@@ -44,13 +50,21 @@ def loss_fn(params: list, x: Any, y: Any) -> Any:
     return snp.cross_entropy(nn.mlp(params, x, activation=snp.relu), y)
 
 
-def make_step(opt: optim.Optimizer):
-    """The training step (params, opt_state, batch) -> (params, opt_state, loss), as one function."""
+def make_step(opt: optim.Optimizer, data_parallel: bool = False):
+    """The training step (params, opt_state, batch) -> (params, opt_state, loss), as one function.
+
+    With `data_parallel` the returned loss is the mean over the MPI ranks (the
+    gradients are averaged by `sg.compile(..., data_parallel=True)`).
+    """
 
     def step(params: list, opt_state: dict, batch: tuple) -> tuple:
         x, y = batch
         loss, grads = sg.value_and_grad(loss_fn)(params, x, y)
         params, opt_state = opt.update(grads, opt_state, params)
+        if data_parallel:
+            import symgraph.distributed as sgd
+
+            loss = sgd.allreduce(loss)
         return params, opt_state, loss
 
     return step
@@ -113,11 +127,24 @@ def main(argv: Sequence[str] | None = None) -> dict:
     ap.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (for quick runs)")
     ap.add_argument("--plot", default="train_mlp_digits.png", help="PNG path ('' for no plot)")
     ap.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+    ap.add_argument("--data-parallel", action="store_true",
+                    help="average gradients across MPI ranks (run under mpiexec -n N; the distributed extra)")
     args = ap.parse_args(argv)
+    if args.data_parallel:
+        import symgraph.distributed as sgd
+
+        rank, nranks = sgd.rank(), sgd.size()
+        cut = sgd.shard  # this rank's slice of each minibatch
+    else:
+        rank, nranks = 0, 1
+        cut = (lambda b: b)  # noqa: E731
+    say = print if rank == 0 else (lambda *a, **k: None)  # noqa: E731
 
     x_tr, y_tr, x_te, y_te = load_data()
     rng = np.random.default_rng(args.seed)
     params = nn.init_mlp(rng, [64, *args.hidden, 10])
+    if args.data_parallel:
+        params = sgd.broadcast(params)  # rank 0's initial values on every rank
     steps_per_epoch = len(x_tr) // args.batch
     total = args.epochs * steps_per_epoch
     if args.max_steps is not None:
@@ -127,14 +154,17 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
     # One native function for forward + backward + update; params and optimizer
     # state (arguments 0 and 1) are donated: their buffers receive the new values.
-    step = sg.compile(make_step(opt), backend=args.backend, donate_argnums=(0, 1))
+    step = sg.compile(make_step(opt, args.data_parallel), backend=args.backend, donate_argnums=(0, 1),
+                      data_parallel=True if args.data_parallel else None)
     evaluate_c = sg.compile(evaluate, backend=args.backend)
-    print(f"digits: {len(x_tr)} train / {len(x_te)} test; MLP {[64, *args.hidden, 10]}, "
-          f"{nn.count_params(params)} parameters; backend={args.backend}")
+    say(f"digits: {len(x_tr)} train / {len(x_te)} test; MLP {[64, *args.hidden, 10]}, "
+        f"{nn.count_params(params)} parameters; backend={args.backend}"
+        + (f"; {nranks} MPI ranks, {args.batch // nranks}-{-(-args.batch // nranks)} samples each per step"
+           if args.data_parallel else ""))
 
     # The first call compiles (trace, differentiate, simplify, lower): timed apart.
     t0 = time.perf_counter()
-    step(sg.tree_map(np.copy, params), sg.tree_map(np.copy, opt_state), (x_tr[:args.batch], y_tr[:args.batch]))
+    step(sg.tree_map(np.copy, params), sg.tree_map(np.copy, opt_state), cut((x_tr[:args.batch], y_tr[:args.batch])))
     compile_seconds = time.perf_counter() - t0
 
     history: dict[str, list] = {"loss": [], "test_loss": [], "test_acc": []}
@@ -142,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         from tqdm import tqdm
     except ImportError:  # tqdm is in the examples extra; run without a bar if missing
         tqdm = None
-    bar = None if (tqdm is None or args.no_progress or not sys.stderr.isatty()) else tqdm(total=total, unit="step", leave=False)
+    bar = None if (tqdm is None or args.no_progress or rank != 0 or not sys.stderr.isatty()) else tqdm(total=total, unit="step", leave=False)
     step_time = 0.0
     n_steps = 0
     done = False
@@ -150,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         perm = rng.permutation(len(x_tr))
         for i in range(steps_per_epoch):
             idx = perm[i * args.batch:(i + 1) * args.batch]
-            batch = (x_tr[idx], y_tr[idx])
+            batch = cut((x_tr[idx], y_tr[idx]))
             t = time.perf_counter()
             params, opt_state, loss = step(params, opt_state, batch)
             step_time += time.perf_counter() - t
@@ -173,20 +203,20 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
     sps = step_time / max(n_steps, 1)
     acc = history["test_acc"][-1]
-    print(f"steps: {n_steps} ({epoch + 1} epochs of {steps_per_epoch}), batch {args.batch}")
-    print(f"compile (first call): {compile_seconds:.2f} s; time per step: {sps * 1e3:.3f} ms "
+    say(f"steps: {n_steps} ({epoch + 1} epochs of {steps_per_epoch}), batch {args.batch}")
+    say(f"compile (first call): {compile_seconds:.2f} s; time per step: {sps * 1e3:.3f} ms "
           f"({sps:.2e} s/step, {n_steps / step_time:.0f} steps/s)")
-    print(f"final training loss (last epoch mean): {np.mean(history['loss'][-steps_per_epoch:]):.4f}")
-    print(f"test loss: {history['test_loss'][-1]:.4f}   test accuracy: {100 * acc:.2f}%")
+    say(f"final training loss (last epoch mean): {np.mean(history['loss'][-steps_per_epoch:]):.4f}")
+    say(f"test loss: {history['test_loss'][-1]:.4f}   test accuracy: {100 * acc:.2f}%")
     stats = getattr(step, "stats", None)
     if stats:
         shown = {k: stats[k] for k in ("nodes", "kernels", "peak_bytes") if k in stats}
         if shown:
-            print("compiled step:", ", ".join(f"{k}={v}" for k, v in shown.items()))
-    if args.plot:
+            say("compiled step:", ", ".join(f"{k}={v}" for k, v in shown.items()))
+    if args.plot and rank == 0:
         plot(history, args.plot, f"MLP {[64, *args.hidden, 10]} on load_digits, sg.compile(backend={args.backend!r}): "
              f"test accuracy {100 * acc:.2f}%, {sps * 1e3:.2f} ms/step")
-        print(f"plot: {args.plot}")
+        say(f"plot: {args.plot}")
     return {"test_accuracy": acc, "seconds_per_step": sps, "compile_seconds": compile_seconds,
             "history": history, "params": params, "opt_state": opt_state, "steps": n_steps,
             "backend": args.backend}

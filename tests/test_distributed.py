@@ -365,3 +365,24 @@ def test_rank_that_raises_stops_all(tmp_path):
     assert r.returncode != 0
     assert "rank one failed on purpose" in r.stderr and "aborting all ranks" in r.stderr
     assert time.perf_counter() - t0 < 60
+
+
+def test_readme_example_two_ranks_same_accuracy(tmp_path):
+    """The README's second line: the digits MLP with --data-parallel on two ranks, the accuracy of one process."""
+    import importlib.util
+    import re
+
+    pytest.importorskip("sklearn")
+    script = os.path.join(ROOT, "examples", "train_mlp_digits.py")
+    args = ["--max-steps", "30", "--plot", "", "--no-progress"]
+    env = dict(os.environ, PYTHONPATH=ROOT, SYMGRAPH_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    r = subprocess.run([_mpiexec(), "-n", "2", sys.executable, script, "--data-parallel", *args],
+                       capture_output=True, text=True, timeout=240, env=env, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 MPI ranks" in r.stdout
+    acc2 = float(re.search(r"test accuracy: ([0-9.]+)%", r.stdout).group(1))
+    spec = importlib.util.spec_from_file_location("train_mlp_digits_dp", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    one = mod.main(args)
+    assert acc2 == round(100 * one["test_accuracy"], 2)
