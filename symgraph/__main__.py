@@ -183,6 +183,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="also compile with sg.compile (checkpoint strategy passed on) and report kernels and "
                          "compile seconds from its .stats")
     sp.add_argument("--backend", default="llvm", choices=backend_names(), help="backend for --compile (default llvm)")
+    sp.add_argument("--data-parallel", action="store_true",
+                    help="compile with data_parallel=True (implies --compile; one MPI rank unless run under mpiexec; "
+                         "the distributed extra) and report the gradient buckets, the bytes reduced per call, the "
+                         "nodes scheduled between each all-reduce's start and wait, and the native segments")
     return p
 
 
@@ -355,7 +359,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     pb = peak_bytes(order, g.outputs)
     lines.append(f"planned peak bytes: {pb} ({_human(pb)}; intermediates and outputs, inputs excluded)")
     print("\n".join(lines), flush=True)
-    if not args.compile:
+    if not (args.compile or args.data_parallel):
         return EXIT_OK
     strategy = _checkpoint_strategy(args.checkpoint) if args.checkpoint is not None else None
     rng = np.random.default_rng(0)
@@ -363,7 +367,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
                  (rng.random(x.shape) < 0.5) if x.dtype.kind == "b" else rng.integers(0, 2, x.shape).astype(x.dtype)
                  for x in example)
     t0 = time.perf_counter()
-    cf = sg.compile(fn, backend=args.backend, checkpoint=strategy)
+    cf = sg.compile(fn, backend=args.backend, checkpoint=strategy, data_parallel=True if args.data_parallel else None)
     cf(*real)
     wall = time.perf_counter() - t0
     st = dict(getattr(cf, "stats", {}) or {})
@@ -375,9 +379,18 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     if "compile_seconds" in st:
         out.append(f"  compile seconds    {st['compile_seconds']:.3f}")
     out.append(f"  first call seconds {wall:.3f} (compile + one run)")
-    for k in ("nodes", "peak_bytes", "arena_bytes"):
+    for k in ("nodes", "peak_bytes", "arena_bytes", "segments"):
         if k in st:
             out.append(f"  {k:<18} {st[k]}")
+    if args.data_parallel:
+        comm = [n for n in cf.graph.toposort() if n.op.extra.get("communication")]
+        starts = [n for n in comm if n.op.name == "allreduce_start"]
+        out.append(f"communication (data_parallel, {len(comm)} nodes of role communication):")
+        out.append(f"  buckets            {len(starts)}")
+        out.append(f"  bytes per call     {sum(n.nbytes for n in starts)}")
+        c = st.get("communication")
+        if c:
+            out.append(f"  overlapped nodes   {c['overlapped_nodes']} (scheduled between each start and its wait)")
     print("\n".join(out))
     return EXIT_OK
 

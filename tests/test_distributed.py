@@ -386,3 +386,15 @@ def test_readme_example_two_ranks_same_accuracy(tmp_path):
     spec.loader.exec_module(mod)
     one = mod.main(args)
     assert acc2 == round(100 * one["test_accuracy"], 2)
+
+
+def test_stats_command_shows_communication(tmp_path):
+    pytest.importorskip("mpi4py")
+    model = tmp_path / "model.py"
+    model.write_text("import numpy as np\n\ndef loss(w, x):\n    return np.sum(np.tanh(x @ w) ** 2)\n")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-m", "symgraph", "stats", f"{model}:loss", "--shapes", "10,4", "--shapes",
+                        "32,10", "--grad", "--data-parallel"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "buckets            1" in r.stdout and "bytes per call     320" in r.stdout  # the 10x4 float64 gradient
+    assert "segments           2" in r.stdout
