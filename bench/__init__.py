@@ -14,6 +14,7 @@ WORKLOADS = {
     "W4": "bench.w4_checkpoint",
     "W5": "bench.w5_overhead",
     "W6": "bench.w6_transformer",
+    "W7": "bench.w7_loops",
     "W8": "bench.w8_gmm",
     "W9": "bench.w9_ba",
     "W12": "bench.w12_small",

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W8", "W9", "W12"]
+WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W12"]
 # peers that the workloads list; each must appear in at least one table of the run
 PEERS = {"jax", "torch", "autograd", "pytensor", "numba"}
 
