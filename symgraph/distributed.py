@@ -101,6 +101,7 @@ def _install_abort(comm: Any) -> None:
         try:
             sys.stderr.write(f"symgraph.distributed: rank {comm.Get_rank()} raised; aborting all ranks\n")
             sys.stderr.flush()
+            time.sleep(0.3)  # let mpiexec forward this rank's output before MPI_Abort ends the job
         finally:
             _mpi().COMM_WORLD.Abort(1)
 
@@ -226,8 +227,8 @@ class Communicator:
     def __repr__(self) -> str:
         return f"Communicator(size={self.size})"
 
-    def start(self, x: np.ndarray, bucket: int, reduce: str) -> None:
-        """Post the all-reduce (sum) of `x`; `wait(bucket)` gives its result."""
+    def start(self, x: np.ndarray, bucket: int, reduce: str) -> np.ndarray:
+        """Post the all-reduce (sum) of `x`; returns the buffer sent, which `wait` takes to find the result."""
         send = np.asarray(x, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         recv = np.empty_like(send)
         if self.size == 1:
@@ -235,9 +236,10 @@ class Communicator:
             req = None
         else:
             req = self.mpi.Iallreduce(send, recv, op=_mpi().SUM)
-        self._pending[bucket] = (req, send, recv, reduce)
+        self._pending[(bucket, id(send))] = (req, send, recv, reduce)
         self.reductions += 1
         self.bytes += send.nbytes
+        return send
 
     def progress(self) -> None:
         """Let MPI move pending reductions forward (called between compiled segments)."""
@@ -245,13 +247,13 @@ class Communicator:
         if reqs:
             _mpi().Request.Testall(reqs)
 
-    def wait(self, bucket: int) -> np.ndarray:
-        """The result of the reduction posted for `bucket` (the mean when it was posted with "mean").
+    def wait(self, started: np.ndarray, bucket: int) -> np.ndarray:
+        """The result of the reduction `start` posted and returned `started` for (the mean for "mean").
 
         Raises:
             DistributedError: the wait took longer than `timeout` seconds.
         """
-        req, send, recv, reduce = self._pending.pop(bucket)
+        req, send, recv, reduce = self._pending.pop((bucket, id(started)))
         t0 = time.perf_counter()
         if req is not None:
             if self.timeout is None:

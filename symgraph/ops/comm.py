@@ -9,8 +9,10 @@ as `x` is final and wait for it as late as possible: the work scheduled
 between them overlaps the communication (`Op.extra["schedule"]`: "early" and
 "late", read by `symgraph.passes.schedule`).
 
-`comm` is any hashable object with `start(x, bucket, reduce)` (post the
-reduction of array `x`) and `wait(bucket) -> array` (its result): this module
+`comm` is any hashable object with `start(x, bucket, reduce) -> array` (post
+the reduction of array `x`; returns an array of x's values, the start's value)
+and `wait(started, bucket) -> array` (the result, given the array the start
+returned: pairs built for several batch elements share a bucket id): this module
 never imports an MPI binding; `symgraph.distributed.Communicator` is the MPI
 one. Both ops are host ops (`Op.extra["host"]`): a native backend runs them
 between the compiled segments of the graph (`symgraph.segments`), the NumPy
@@ -49,12 +51,11 @@ def _same_dtype(dtype, comm, bucket, reduce):
 
 
 def _start_impl(x, comm, bucket, reduce):
-    comm.start(x, bucket, reduce)
-    return x
+    return comm.start(x, bucket, reduce)
 
 
 def _wait_impl(x, comm, bucket, reduce):
-    return comm.wait(bucket)
+    return comm.wait(x, bucket)
 
 
 def allreduce_pair(x, comm, reduce: str = "mean"):
