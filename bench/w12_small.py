@@ -20,7 +20,7 @@ tests/test_bench_field.py) and the check is ρ < 1e-8 (`bench.field`).
   ``∇f / (H·1)`` (the Hessian is diagonal, so a Hessian-vector product with
   ones gives its diagonal). The eval draws points without a seed; here the
   seed is 31337 and the centroids are the last k points, as in the eval.
-- **particle**: see `bench.w12_nested` (if present).
+- **particle** (full runs only): `bench.w12_particle`, nested derivatives.
 
 det (determinant by minors) is not here: it needs ``np.linalg.det`` to
 trace, which symgraph does not have yet.
@@ -33,7 +33,7 @@ import numpy as np
 from .field import autograd_system, jax_system, numpy_system, rho_compare, symgraph_system, torch_system
 from .harness import Settings, System, WorkloadResult, merge_tables, run_case
 
-TITLE = "GradBench small evals: lse, llsq, ode, kmeans Newton direction (float64)"
+TITLE = "GradBench small evals: lse, llsq, ode, kmeans Newton direction, particle (float64)"
 
 SEED = 31337
 
@@ -396,4 +396,7 @@ def run(settings: Settings) -> WorkloadResult:
     t = _table(settings, "kmeans: cost and Newton direction grad / (H 1)", "k", parts)
     t.extra_columns = ["k", "n", "d"]
     tables.append(t)
+    if not q:                                   # whole optimizations: seconds per call (quick: skipped)
+        from .w12_particle import tables as particle_tables
+        tables.extend(particle_tables(settings))
     return WorkloadResult("W12", TITLE, tables)

@@ -20,7 +20,7 @@ assembled into the same ``scipy.sparse.csr_matrix`` (3P, 11N + 3M + P)
 
 Inputs follow ADBench's data files: one camera, one point, one weight and one
 feature replicated N, M, P and P times, observations ``(i mod N, i mod M)``,
-with (N, M, P) of the files ba1…ba5. The files' one camera/point/feature
+with (N, M, P) of the files ba1…ba5 (``BENCH_W9_FILES=ba1,ba3`` picks some). The files' one camera/point/feature
 values are not available here: they are drawn from ``np.random.seed(31337)``
 (rotation, distortion small; the point in front of the camera).
 
@@ -31,6 +31,8 @@ every stored Jacobian entry.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -320,7 +322,10 @@ def systems(pattern) -> list:
 def run(settings: Settings) -> WorkloadResult:
     """Run the files of the run (quick: one tiny problem; full: ba1 ... ba5)."""
     tables = []
-    for name, (n, m, p) in (QUICK if settings.quick else FILES).items():
+    files = QUICK if settings.quick else FILES
+    if not settings.quick and os.environ.get("BENCH_W9_FILES"):          # e.g. BENCH_W9_FILES=ba1,ba2,ba3
+        files = {k: FILES[k] for k in os.environ["BENCH_W9_FILES"].split(",")}
+    for name, (n, m, p) in files.items():
         inputs = make_input(n, m, p)
         pattern = Pattern(n, m, p, inputs[4])
         tables.append(run_case(settings, f"{name}: N={n} M={m} P={p}", inputs,

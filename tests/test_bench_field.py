@@ -207,3 +207,30 @@ def test_ba_symgraph_in_the_harness():
     pattern = Pattern(n, m, p, inputs[4])
     _rows_ok(run_case(_settings(), "ba", inputs, lambda: numpy_complex_step(pattern)(*inputs), systems(pattern),
                       check=rho_compare))
+
+
+# --------------------------------------------------------------------------- W12 particle (nested derivatives)
+
+def test_particle_hand_derivative_and_symgraph_nested_gradient():
+    import symgraph as sg
+
+    from bench.w12_particle import trajectory_masked, trajectory_numpy, trajectory_steps, MAX_STEPS
+    for w in (0.0, 0.2):
+        v, d = trajectory_numpy(w)
+        fd = central_difference(lambda z: trajectory_numpy(float(z[0]))[0], np.array([w]), (0,), 1e-6)
+        assert rho(fd, d) < 1e-8
+        assert trajectory_steps(w) < MAX_STEPS
+    obj = (lambda w: trajectory_masked(w, sg.grad, np, sg.fori_loop))
+    f, g = sg.compile(obj), sg.compile(sg.grad(obj))       # reverse over reverse, through the masked loop
+    for w in (0.0, 0.2):
+        v, d = trajectory_numpy(w)
+        assert rho(f(w), v) < 1e-12 and rho(g(w), d) < 1e-10
+
+
+def test_particle_argmin_reaches_gradbench_answer():
+    from bench.w12_particle import W_EXPECTED, argmin
+    # the driver on a quadratic with the same stopping rules, and the eval's answer from the hand-derived run
+    assert abs(argmin(lambda w: 100 * (w - 0.3) ** 2, lambda w: 200 * (w - 0.3), 0.0) - 0.3) < 1e-4
+    # a first step below 1e-5 stops at once (GradBench's rule)
+    assert argmin(lambda w: (w - 0.3) ** 2, lambda w: 2 * (w - 0.3), 0.0) == 0.0
+    assert W_EXPECTED == 0.2071918746486116
