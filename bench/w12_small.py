@@ -1,4 +1,4 @@
-"""W12 — GradBench's small evals: lse, llsq, ode, kmeans (Newton direction), particle (nested gradients).
+"""W12 — GradBench's small evals: lse, llsq, ode, kmeans (Newton direction), det, particle (nested gradients).
 
 Each eval is a plain NumPy function written from GradBench's specification
 (evals/<name>/README.md and the eval's Python module), with inputs from the
@@ -22,8 +22,11 @@ tests/test_bench_field.py) and the check is ρ < 1e-8 (`bench.field`).
   seed is 31337 and the centroids are the last k points, as in the eval.
 - **particle** (full runs only): `bench.w12_particle`, nested derivatives.
 
-det (determinant by minors) is not here: it needs ``np.linalg.det`` to
-trace, which symgraph does not have yet.
+- **det**: ``np.linalg.det(A)`` and its gradient ``det(A) A⁻ᵀ`` for
+  ℓ × ℓ matrices, ℓ = 5 … 11 (GradBench's det eval; its tools expand by
+  minors, here the plain NumPy call). symgraph's ``det`` (an LU primitive)
+  has no LLVM lowering yet, so symgraph runs it with ``backend="numpy"``;
+  the LLVM row reports the error.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import numpy as np
 from .field import autograd_system, jax_system, numpy_system, rho_compare, symgraph_system, torch_system
 from .harness import Settings, System, WorkloadResult, merge_tables, run_case
 
-TITLE = "GradBench small evals: lse, llsq, ode, kmeans Newton direction, particle (float64)"
+TITLE = "GradBench small evals: lse, llsq, ode, kmeans Newton direction, det, particle (float64)"
 
 SEED = 31337
 
@@ -317,6 +320,42 @@ def _kmeans_torch(torch):
     return direction
 
 
+# --------------------------------------------------------------------------- det
+
+DET_L = (5, 6, 7, 8, 9, 10, 11)
+
+
+def det_inputs(ls) -> dict[int, np.ndarray]:
+    """GradBench's det inputs: after ``seed(31337)``, ``rand(ℓ²)`` reshaped (ℓ, ℓ) for each ℓ in order."""
+    state = np.random.get_state()
+    try:
+        np.random.seed(SEED)
+        out = {ell: np.random.rand(ell * ell).reshape(ell, ell) for ell in DET_L}
+    finally:
+        np.random.set_state(state)
+    return {ell: out[ell] for ell in ls}
+
+
+def det(A, xp=np):
+    """The determinant (``xp.linalg.det``)."""
+    return xp.linalg.det(A)
+
+
+def det_numpy(A):
+    """Hand-written ``(det A, det(A) A⁻ᵀ)`` (Jacobi's formula)."""
+    d = np.linalg.det(A)
+    return d, d * np.linalg.inv(A).T
+
+
+def _det_torch(torch):
+    def vg(A):
+        A = A.detach().requires_grad_(True)
+        d = torch.linalg.det(A)
+        (g,) = torch.autograd.grad(d, [A])
+        return d.detach(), g
+    return vg
+
+
 # --------------------------------------------------------------------------- systems and cases
 
 def _vg_systems(fn, nargs_diff: int, numpy_fn, torch_make, note_sg: str = "") -> list[System]:
@@ -396,6 +435,15 @@ def run(settings: Settings) -> WorkloadResult:
     t = _table(settings, "kmeans: cost and Newton direction grad / (H 1)", "k", parts)
     t.extra_columns = ["k", "n", "d"]
     tables.append(t)
+    parts = []
+    for ell, A in det_inputs((5, 8) if q else DET_L).items():
+        systems = _vg_systems(det, 1, det_numpy, _det_torch)
+        systems.insert(1, symgraph_system(lambda sg: sg.value_and_grad(det), name="symgraph-numpy",
+                                          backend="numpy", note="the same graph run by the NumPy evaluator"))
+        parts.append(run_case(settings, f"det l={ell}", (A,), lambda A=A: det_numpy(A), systems,
+                              check=rho_compare, extra=lambda row, step, ell=ell: {"l": ell}))
+    tables.append(_table(settings, "det: value and gradient", "l", parts))
+
     if not q:                                   # whole optimizations: seconds per call (quick: skipped)
         from .w12_particle import tables as particle_tables
         tables.extend(particle_tables(settings))

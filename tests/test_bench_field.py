@@ -234,3 +234,16 @@ def test_particle_argmin_reaches_gradbench_answer():
     # a first step below 1e-5 stops at once (GradBench's rule)
     assert argmin(lambda w: (w - 0.3) ** 2, lambda w: 2 * (w - 0.3), 0.0) == 0.0
     assert W_EXPECTED == 0.2071918746486116
+
+
+def test_det_eval_hand_gradient_and_symgraph():
+    from bench.w12_small import _det_torch, _vg_systems, det, det_inputs, det_numpy
+    from bench.field import symgraph_system
+    A = det_inputs((5,))[5]
+    d, g = det_numpy(A)
+    fd = np.array([[central_difference(lambda M: np.linalg.det(M), A, (i, j)) for j in range(5)] for i in range(5)])
+    assert rho(fd, g).max() < 1e-8
+    t = run_case(_settings(), "det", (A,), lambda: det_numpy(A),
+                 [symgraph_system(lambda sg: sg.value_and_grad(det), name="symgraph", backend="numpy"),
+                  *_vg_systems(det, 1, det_numpy, _det_torch)[1:2]], check=rho_compare)
+    _rows_ok(t)
