@@ -20,6 +20,8 @@ tests/test_bench_field.py) and the check is ρ < 1e-8 (`bench.field`).
   ``∇f / (H·1)`` (the Hessian is diagonal, so a Hessian-vector product with
   ones gives its diagonal). The eval draws points without a seed; here the
   seed is 31337 and the centroids are the last k points, as in the eval.
+``BENCH_W12_EVALS=det,particle`` runs only those evals.
+
 - **particle** (full runs only): `bench.w12_particle`, nested derivatives.
 
 - **det**: ``np.linalg.det(A)`` and its gradient ``det(A) A⁻ᵀ`` for
@@ -30,6 +32,8 @@ tests/test_bench_field.py) and the check is ρ < 1e-8 (`bench.field`).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -387,6 +391,8 @@ def _ode_systems(s: int) -> list[System]:
 
 
 def _table(settings, name, key, parts):
+    if not parts:
+        return None
     return merge_tables(name, parts, key=key, notes=["check: rho < 1e-8 against the hand-written derivative"])
 
 
@@ -394,16 +400,17 @@ def run(settings: Settings) -> WorkloadResult:
     """Run lse, llsq, ode and kmeans at the sizes of the run (quick: the smallest)."""
     q = settings.quick
     tables = []
+    evals = set(os.environ.get("BENCH_W12_EVALS", "lse,llsq,ode,kmeans,det,particle").split(","))
 
     parts = []
-    for n, x in lse_inputs((2500, 40000) if q else (2500, 20000, 160000, 1280000)).items():
+    for n, x in {} if "lse" not in evals else lse_inputs((2500, 40000) if q else (2500, 20000, 160000, 1280000)).items():
         parts.append(run_case(settings, f"lse n={n}", (x,), lambda x=x: lse_numpy(x),
                               _vg_systems(lse, 1, lse_numpy, _lse_torch), check=rho_compare,
                               extra=lambda row, step, n=n: {"n": n}))
     tables.append(_table(settings, "lse: value and gradient", "n", parts))
 
     parts = []
-    for n, x in llsq_inputs((16, 1024) if q else (16, 128, 1024, 16392)).items():
+    for n, x in {} if "llsq" not in evals else llsq_inputs((16, 1024) if q else (16, 128, 1024, 16392)).items():
         T, s = llsq_data(n, LLSQ_M)
         parts.append(run_case(settings, f"llsq n={n}", (x, T, s), lambda x=x, T=T, s=s: llsq_numpy(x, T, s),
                               _vg_systems(llsq, 1, llsq_numpy, _llsq_torch), check=rho_compare,
@@ -413,16 +420,17 @@ def run(settings: Settings) -> WorkloadResult:
     parts = []
     ode_cases = ((1000, 1),) if q else ((1000, 1), (1000, 10), (10000, 10), (100000, 1),
                                                    (1000, 100), (100000, 100))
-    for (n, s), x in ode_inputs(ode_cases).items():
+    for (n, s), x in ode_inputs(ode_cases if "ode" in evals else ()).items():
         parts.append(run_case(settings, f"ode n={n} s={s}", (x,), lambda x=x, s=s: ode_numpy(x, s),
                               _ode_systems(s), check=rho_compare,
                               extra=lambda row, step, n=n, s=s: {"n": n, "s": s}))
     t = _table(settings, "ode: last element and its gradient", "n", parts)
-    t.extra_columns = ["n", "s"]
+    if t is not None:
+        t.extra_columns = ["n", "s"]
     tables.append(t)
 
     parts = []
-    for k, n, d in (((10, 1000, 8),) if q else KMEANS_CASES):
+    for k, n, d in () if "kmeans" not in evals else (((10, 1000, 8),) if q else KMEANS_CASES):
         c, p = kmeans_input(k, n, d)
         parts.append(run_case(
             settings, f"kmeans k={k} n={n} d={d}", (c, p), lambda c=c, p=p: kmeans_numpy(c, p),
@@ -433,10 +441,11 @@ def run(settings: Settings) -> WorkloadResult:
              torch_system(_kmeans_torch, note="eager autograd.grad and autograd.functional.vhp")],
             check=rho_compare, extra=lambda row, step, k=k, n=n, d=d: {"k": k, "n": n, "d": d}))
     t = _table(settings, "kmeans: cost and Newton direction grad / (H 1)", "k", parts)
-    t.extra_columns = ["k", "n", "d"]
+    if t is not None:
+        t.extra_columns = ["k", "n", "d"]
     tables.append(t)
     parts = []
-    for ell, A in det_inputs((5, 8) if q else DET_L).items():
+    for ell, A in {} if "det" not in evals else det_inputs((5, 8) if q else DET_L).items():
         systems = _vg_systems(det, 1, det_numpy, _det_torch)
         systems.insert(1, symgraph_system(lambda sg: sg.value_and_grad(det), name="symgraph-numpy",
                                           backend="numpy", note="the same graph run by the NumPy evaluator"))
@@ -444,7 +453,7 @@ def run(settings: Settings) -> WorkloadResult:
                               check=rho_compare, extra=lambda row, step, ell=ell: {"l": ell}))
     tables.append(_table(settings, "det: value and gradient", "l", parts))
 
-    if not q:                                   # whole optimizations: seconds per call (quick: skipped)
+    if not q and "particle" in evals:           # whole optimizations: seconds per call (quick: skipped)
         from .w12_particle import tables as particle_tables
         tables.extend(particle_tables(settings))
-    return WorkloadResult("W12", TITLE, tables)
+    return WorkloadResult("W12", TITLE, [t for t in tables if t is not None])
