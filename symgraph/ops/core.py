@@ -75,12 +75,18 @@ class MathFn:
             function without a polynomial takes libmvec when it exists.
         via: for a composite, the libm function it is built on ("exp" for
             sigmoid); the backend's vector-math module builds the rest.
+        vector_inexact: dtype kinds for which glibc's libmvec variant is
+            never used because it differs from NumPy where NumPy is exact
+            (float64 log10 at powers of ten: libmvec gives
+            log10(1e7) = 7.000000000000001); without a polynomial these
+            take the scalar libm call (correct, not vectorized).
     """
 
     libm: str | None
     intrinsic: str | None = None
     vector_auto: tuple[str, ...] = ()
     via: str | None = None
+    vector_inexact: tuple[str, ...] = ()
 
 
 @dataclass(eq=False)

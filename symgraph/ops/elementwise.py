@@ -463,7 +463,7 @@ _defunary("cbrt", np.cbrt, lambda x, y: (1.0 / 3.0) / (y * y),
 _defunary("log2", np.log2, lambda x, y: (1.0 / math.log(2.0)) / x,
           "base-2 logarithm (exact at powers of two); derivative 1/(x ln 2)", math=MathFn("log2"), neg_zero="never")
 _defunary("log10", np.log10, lambda x, y: (1.0 / math.log(10.0)) / x,
-          "base-10 logarithm; derivative 1/(x ln 10)", math=MathFn("log10"), neg_zero="never")
+          "base-10 logarithm; derivative 1/(x ln 10)", math=MathFn("log10", vector_inexact=("f64", "f32")), neg_zero="never")
 
 _zero_deriv("ceil", np.ceil, doc="round toward +inf (ceil(-0.5) = -0.0); zero derivative")
 _zero_deriv("trunc", np.trunc, doc="round toward 0; zero derivative")

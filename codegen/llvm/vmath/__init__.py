@@ -18,7 +18,8 @@ packed SIMD code. Two implementations:
 (`MathFn.vector_auto`: sin/cos/tan, float64 erf and float32 pow) and the
 polynomials elsewhere (measurements in docs/vmath.md). A function without a
 polynomial here takes libmvec whenever glibc has it, else a scalar libm call
-(correct, not vectorized). Which functions exist, their arity, libm names and
+(correct, not vectorized); so does one whose record lists the dtype in
+`MathFn.vector_inexact` (float64/float32 log10). Which functions exist, their arity, libm names and
 "auto" choices are facts of the op records (`symgraph.ops.Op.math`).
 
 Modules: `runtime` (configuration, host features, libmvec loading and calls), `poly`
@@ -81,6 +82,8 @@ def _choose(name: str, kind: str, impl: str | None) -> str:
     has_poly = name in POLY
     if impl == "poly" and has_poly:
         return "poly"
+    if kind in OPS[name].math.vector_inexact:
+        return "poly" if has_poly else "libm"
     if impl == "poly" or not libmvec_available(name, "float64" if kind == "f64" else "float32"):
         return "poly" if has_poly else "libm"
     if impl == "auto" and has_poly and kind not in OPS[name].math.vector_auto:
