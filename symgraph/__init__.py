@@ -24,6 +24,7 @@ from .errors import (
     DTypeError,
     FloatingPointError,
     LinAlgError,
+    LoopLimitError,
     NonScalarOutputError,
     ShapeError,
     SymgraphError,
@@ -78,5 +79,5 @@ __all__ = [
     "dots_saveable", "save_only_these_names", "save_any_names_but_these",
     "tree_map", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure",
     "SymgraphError", "ShapeError", "DTypeError", "NonScalarOutputError", "TracerConversionError",
-    "UnsupportedOpError", "FloatingPointError", "LinAlgError", "save_state", "load_state", "StateError",
+    "UnsupportedOpError", "FloatingPointError", "LinAlgError", "LoopLimitError", "save_state", "load_state", "StateError",
 ]

@@ -27,6 +27,7 @@ from . import debugging, viz
 from .backend import Executable, backend_names, check_backend_name, get_backend
 from .closures import ClosedOverArrays
 from .errors import SymgraphError
+from .guards import check_flags, hoist_guards
 from .ir import Graph, Node, tracing_active
 from .passes.checkpoint import apply_checkpoint, checkpoint_stats
 from .passes.schedule import schedule
@@ -107,10 +108,10 @@ def run_pipeline(graph: Graph, checkpoint: Any = None) -> tuple[Graph, list[Node
 class _Signature:
     """One compiled signature: its graph, its executable and the output structure."""
 
-    __slots__ = ("key", "graph", "exe", "out_tree", "stats", "fast", "closed_over")
+    __slots__ = ("key", "graph", "exe", "out_tree", "stats", "fast", "closed_over", "guards")
 
     def __init__(self, key: tuple, graph: Graph, exe: Executable, stats: dict,
-                 closed_over: ClosedOverArrays | None = None):
+                 closed_over: ClosedOverArrays | None = None, guards: list | None = None):
         # arrays made during the trace are gone once it ends: only live closed-over ones are checked per call
         self.closed_over = closed_over if closed_over is not None and closed_over.prune() else None
         self.key = key
@@ -118,11 +119,25 @@ class _Signature:
         self.exe = exe
         self.out_tree = graph.out_tree
         self.stats = stats
+        # the flags of bounded loops, extra outputs of the graph (symgraph.guards): read after each call
+        self.guards = guards or None
         self.fast = exe.fast
+        if self.guards and self.fast is not None:
+            native, infos = self.fast, self.guards
+
+            def fast(args: tuple) -> Any:
+                r = native(args)
+                return r if r is _MISS else check_flags(r, infos)
+
+            self.fast = fast
+
+    def finish(self, outs: list[Any]) -> Any:
+        """The user's result from the executable's output leaves (bounded loops' flags checked)."""
+        r = tree_unflatten(self.out_tree, outs)
+        return check_flags(r, self.guards) if self.guards else r
 
     def run(self, leaves: list[Any]) -> Any:
-        outs = self.exe.run(leaves)
-        return tree_unflatten(self.out_tree, outs)
+        return self.finish(self.exe.run(leaves))
 
 
 def _positional_arity(fn: Callable) -> int | None:
@@ -272,7 +287,7 @@ class CompiledFunction:
         kept = [np.array(x, copy=True) for x in leaves] if self.donate_argnums else list(leaves)
         outs = sig.exe.run(leaves)
         debugging.check_outputs(sig.graph, kept, outs, f"compile({self._name})")
-        return tree_unflatten(sig.out_tree, outs)
+        return sig.finish(outs)
 
     # ----- building -----
 
@@ -339,6 +354,10 @@ class CompiledFunction:
         _dump_stage("traced", g)
         t_trace = time.perf_counter() - t0
         g, order = run_pipeline(g, self.checkpoint)
+        # bounded loops' run-time checks become extra outputs, read after each call (symgraph.guards)
+        g, guards = hoist_guards(g)
+        if guards:
+            order = schedule(g)
         # Donated leaves (indices into the flat input list).
         donate: set[int] = set()
         if self.donate_argnums:
@@ -367,7 +386,7 @@ class CompiledFunction:
             for k, v in checkpoint_stats(g).items():
                 stats.setdefault(k, v)
             stats["checkpoint"] = self.checkpoint
-        sig = _Signature(key, g, exe, stats, closed_over)
+        sig = _Signature(key, g, exe, stats, closed_over, guards)
         if sig.fast is not None and (statics or kwargs):
             sig.fast = None  # the fast path handles positional (pytree) arguments only
         return sig

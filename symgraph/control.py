@@ -24,8 +24,9 @@ import numpy as np
 from . import lax as L
 from .autodiff import placeholder
 from .eager import run
-from .errors import DTypeError, ShapeError, SymgraphError
-from .ir import Node, tracing_active
+from .errors import DTypeError, ShapeError, SymgraphError, user_location
+from .ir import Node, current_builder, tracing_active
+from .ops import OPS
 from .branches import Branches, cond_node
 from .regions import Region, WhileRegion, capture, scan_node, while_node
 from .tree import tree_flatten, tree_paths, tree_unflatten
@@ -350,14 +351,40 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps:
         if not isinstance(max_steps, (int, np.integer)) or isinstance(max_steps, bool) or max_steps < 0:
             raise SymgraphError(f"while_loop: max_steps must be an int >= 0 or None, got {max_steps!r}")
 
-        def step(c: Any, _: Any) -> tuple[Any, None]:
-            return cond(cond_fun(c), body_fun, lambda v: v, c), None
-
-        step.__name__ = _fname(body_fun)
-        return scan(step, init_val, length=int(max_steps))[0]
+        name = f"while_loop({_fname(body_fun)})"
+        message = (f"{name}: the loop is still running after max_steps={int(max_steps)} steps (cond_fun is still "
+                   f"true); raise max_steps, or check that the loop ends")
+        return bounded_while(cond_fun, body_fun, init_val, int(max_steps), message)
     if tracing_active() or _has_nodes(init_val):
         return _while(cond_fun, body_fun, init_val)
     return run(lambda v: _while(cond_fun, body_fun, v), (init_val,), f"while_loop({_fname(body_fun)})")
+
+
+def bounded_while(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps: int, message: str,
+                  location: Any = None) -> Any:
+    """`while_loop` with a bound: a `scan` of `max_steps` steps over `cond(cond_fun(val), body_fun, identity)`.
+
+    The final value goes through a `guard` on `not cond_fun(final)`: if the condition is still true
+    after `max_steps` steps, running the graph (evaluator or compiled) raises `LoopLimitError(message)`
+    at `location` (default: the caller's user line). Derivatives pass through the guard (their values
+    are checked too), so a gradient is never taken silently through a loop that was cut off.
+    """
+    if location is None:
+        location = user_location()
+    if not (tracing_active() or _has_nodes(init_val)):
+        return run(lambda v: bounded_while(cond_fun, body_fun, v, max_steps, message, location), (init_val,),
+                   f"while_loop({_fname(body_fun)})")
+
+    def step(c: Any, _: Any) -> tuple[Any, None]:
+        return cond(cond_fun(c), body_fun, lambda v: v, c), None
+
+    step.__name__ = _fname(body_fun)
+    final = scan(step, init_val, length=max_steps)[0]
+    leaves, tree = tree_flatten(final)
+    ok = L.unary("logical_not", L.asnode(cond_fun(final)), float_op=False)
+    b = current_builder()
+    attrs = {"message": message, "location": location}
+    return tree_unflatten(tree, [b.make(OPS["guard"], (L.asnode(x), ok), attrs) for x in leaves])
 
 
 def _while(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:

@@ -24,6 +24,7 @@ __all__ = [
     "UnsupportedOpError",
     "FloatingPointError",
     "LinAlgError",
+    "LoopLimitError",
     "SourceLocation",
     "user_location",
 ]
@@ -160,6 +161,13 @@ class FloatingPointError(SymgraphError, builtins.FloatingPointError):
         self.role = role
         self.origin = origin
         self.kind = kind
+
+
+class LoopLimitError(SymgraphError, RuntimeError):
+    """A bounded loop that needed more steps than its bound: `sg.while_loop(..., max_steps=N)` whose
+    condition is still true after N steps, or `symgraph.scipy.integrate.odeint` reaching `mxstep` steps
+    in one output interval. Raised at run time by the evaluator and by compiled code (a flag the loop
+    computes, read after the call); the message names the bound and ends with the user's line."""
 
 
 class LinAlgError(SymgraphError, np.linalg.LinAlgError):

@@ -52,3 +52,19 @@ CASES += [
     OpCase("cond", _branches, lambda x, y: np.sin(x) * y, [(((3,), (3,)), {}), (((), ()), {})], (pos, real)),
     OpCase("while", _halvings, _halvings_loop, [(((3,),), {}), (((),), {})], (real,), order=0),
 ]
+
+
+def _halve_bounded(x):
+    """x halved until sum(|x|) <= 0.1, as a while_loop with max_steps (the guard checks that it ended)."""
+    return sg.while_loop(lambda c: np.sum(np.abs(c)) > 0.1, lambda c: c * 0.5, x, max_steps=60)
+
+
+def _halve_loop(x):
+    while np.sum(np.abs(x)) > 0.1:
+        x = x * 0.5
+    return x
+
+
+CASES += [
+    OpCase("guard", _halve_bounded, _halve_loop, [(((3,),), {}), (((),), {})], (real,)),
+]

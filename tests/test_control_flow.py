@@ -333,7 +333,40 @@ def test_while_loop_with_max_steps_reverse_mode():
     assert sg.grad(f)(2.0) == pytest.approx(0.5 / np.sqrt(2.0), rel=1e-12)
     assert sg.grad(sg.grad(f))(2.0) == pytest.approx(-0.25 * 2.0 ** -1.5, rel=1e-10)
     sg.check_grads(f, (2.0,), order=2)
-    assert sg.while_loop(lambda c: c < 100.0, lambda c: c + 1.0, 0.0, max_steps=10) == 10.0  # stops at the bound
+    assert sg.while_loop(lambda c: c < 10.0, lambda c: c + 1.0, 0.0, max_steps=10) == 10.0  # ends at the bound
+
+
+def _sqrt_bounded(a, n):
+    return sg.while_loop(lambda c: np.abs(c * c - a) > 1e-12, lambda c: 0.5 * (c + a / c), a, max_steps=n)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "llvm"])
+def test_while_loop_past_max_steps_raises(backend):
+    """A bounded loop whose condition is still true after max_steps raises LoopLimitError at run time,
+    naming max_steps and the user's line, in the value, in both derivatives, under vmap, and from inside
+    another region (a scan body, a cond branch), evaluator and compiled."""
+    if backend == "llvm":
+        pytest.importorskip("llvmlite")
+    ev = backend == "numpy"
+    comp = (lambda f: f) if ev else (lambda f: sg.compile(f))
+    cases = [  # (function, argument that ends within the bound, argument that does not, its value)
+        (lambda a: _sqrt_bounded(a, 6), 2.0, 1e6, np.sqrt(2.0)),
+        (sg.grad(lambda a: _sqrt_bounded(a, 6)), 2.0, 1e6, 0.5 / np.sqrt(2.0)),
+        (lambda a: sg.jvp(lambda b: _sqrt_bounded(b, 6), (a,), (1.0,))[1], 2.0, 1e6, 0.5 / np.sqrt(2.0)),
+        (lambda a: sg.vmap(lambda b: _sqrt_bounded(b, 6))(np.stack([a, 2 * a]))[0], 2.0, 1e6, np.sqrt(2.0)),
+        (lambda a: sg.scan(lambda c, x: (_sqrt_bounded(c + x, 6), None), a, np.zeros(2))[0], 2.0, 1e6,
+         np.sqrt(np.sqrt(2.0))),
+        (sg.grad(lambda a: sg.scan(lambda c, x: (_sqrt_bounded(c + x, 6), None), a, np.zeros(2))[0]), 2.0, 1e6,
+         0.25 * 2.0 ** -0.75),
+        (lambda a: sg.cond(a > 0, lambda b: _sqrt_bounded(b, 6), lambda b: -b, a), 2.0, 1e6, np.sqrt(2.0)),
+    ]
+    for f, good, bad, want in cases:
+        cf = comp(f)
+        assert float(cf(good)) == pytest.approx(want, rel=1e-10)
+        with pytest.raises(sg.LoopLimitError, match=r"max_steps=6") as e:
+            cf(bad)
+        assert e.value.location is not None and e.value.location.function == "_sqrt_bounded"
+    assert comp(lambda a: sg.cond(a > 0, lambda b: _sqrt_bounded(b, 6), lambda b: -b, a))(-1e6) == 1e6  # untaken
 
 
 def test_llvm_cond_switch_while():

@@ -24,6 +24,11 @@ as `custom_vjp_call` delegates to its rule (symgraph.ops.custom).
 
 from __future__ import annotations
 
+import numpy as np
+
+from .. import lax as L
+from ..errors import DTypeError, LoopLimitError, ShapeError
+from .batch import arg, rebind
 from .core import Op, register
 
 
@@ -72,3 +77,49 @@ for _name, _doc in (("scan", "output leaf `index` of a loop over a traced body (
     register(Op(_name, None, "opaque", _shape, _dtype, _impl, _vjp, _jvp, doc=_doc, cheap=False, foldable=False,
                 batch=_batch, flops=_flops,
                 extra={"group_vjp": _group_vjp, "group_key": _group_key, "region": _name}))
+
+
+# ----- guard: a run-time check on a loop's bound -----
+
+
+def _guard_shape(x, ok, **_):
+    if tuple(ok) != ():
+        raise ShapeError(f"guard: the flag has shape {tuple(ok)}; it must be a scalar")
+    return x
+
+
+def _guard_dtype(x, ok, **_):
+    if np.dtype(ok) != np.bool_:
+        raise DTypeError(f"guard: the flag has dtype {np.dtype(ok)}; it must be bool")
+    return x
+
+
+def _guard_impl(x, ok, message, location):
+    if not bool(ok):
+        raise LoopLimitError(message, location)
+    return x
+
+
+def _guard_vjp(ct, node):
+    return rebind(node, (ct, node.inputs[1])), None
+
+
+def _guard_jvp(tangents, node):
+    t = tangents[0]
+    return None if t is None else rebind(node, (t, node.inputs[1]))
+
+
+def _guard_batch(node, bargs, size):
+    x = arg(node, bargs, 0, size)
+    ok = node.inputs[1]
+    if bargs[1] is not None:  # every example's loop must have ended
+        ok = L.binary("eq", L.reduce("sum", L.cast(L.unary("logical_not", bargs[1], float_op=False), np.int64)),
+                      np.int64(0))
+    return rebind(node, (x, ok))
+
+
+register(Op("guard", 2, "opaque", _guard_shape, _guard_dtype, _guard_impl, _guard_vjp, _guard_jvp,
+            doc="input 0, after checking that the bool flag (input 1) is true: raises LoopLimitError(message, "
+                "location) otherwise (a bounded loop that needed more steps; compiled code computes the flag as "
+                "an extra output, symgraph.guards)",
+            cost=0, cheap=False, foldable=False, batch=_guard_batch))
