@@ -50,6 +50,7 @@ LAYERS = {
     "symgraph.optim": 5,
     "symgraph.random": 5,
     "symgraph.scipy": 5,
+    "symgraph.scipy.integrate": 8,  # odeint: an adaptive solver built on scan and while_loop
     "symgraph.distributed": 5,  # MPI (mpi4py, imported lazily): communicator, broadcast, shard, gradient buckets
     "symgraph.state": 0,  # save_state / load_state: atomic .npz of a pytree  # SciPy's functions on traced values (tracing finds scipy.special's ufuncs there)
     # graph -> graph passes
