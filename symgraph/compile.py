@@ -167,8 +167,17 @@ class CompiledFunction:
     """
 
     def __init__(self, fn: Callable, backend: str = "llvm", checkpoint: Any = None,
-                 static_argnums: Sequence[int] = (), donate_argnums: Sequence[int] = (), data_parallel: Any = None):
+                 static_argnums: Sequence[int] = (), donate_argnums: Sequence[int] = (), data_parallel: Any = None,
+                 roll: bool = False):
         check_backend_name(backend)
+        if not isinstance(roll, (bool, np.bool_)):
+            raise SymgraphError(f"compile: roll must be True or False, got {roll!r}")
+        self.roll = bool(roll)
+        if self.roll:
+            warnings.warn("sg.compile(roll=True): automatic rolling of repeated Python loop bodies into loop "
+                          "regions is not implemented yet; the traced loop is compiled unrolled (as with "
+                          "roll=False). Write the loop with sg.scan / sg.fori_loop to compile it as a loop "
+                          "(docs/control-flow.md).", UserWarning, stacklevel=3)
         self.data_parallel = None
         if data_parallel is not None and data_parallel is not False:
             from .distributed import DataParallel  # mpi4py itself is imported on the first call
@@ -380,6 +389,7 @@ class CompiledFunction:
         stats["compile_seconds"] = time.perf_counter() - t0
         stats["trace_seconds"] = t_trace
         stats.setdefault("nodes", len(order))
+        stats["rolled_loops"] = 0  # automatic rolling (roll=True) is not implemented: nothing is rolled
         if self.checkpoint is not None:
             # the recompute bill (FLOPs, nodes) and the activation peak; peak_bytes
             # stays the backend's own plan
@@ -509,7 +519,7 @@ class CompiledFunction:
 
 def compile(f: Callable | None = None, *, backend: str = "llvm", checkpoint: Any = None,
             static_argnums: int | Sequence[int] = (), donate_argnums: int | Sequence[int] = (),
-            data_parallel: Any = None) -> Any:
+            data_parallel: Any = None, roll: bool = False) -> Any:
     """Compile `f` per input signature; usable as `compile(f)`, `@compile` or `@compile(backend=...)`.
 
     On the first call with a new signature (pytree structure, shapes and dtypes
@@ -538,6 +548,11 @@ def compile(f: Callable | None = None, *, backend: str = "llvm", checkpoint: Any
             `sg.value_and_grad` build at the top level of `f` are averaged
             across the MPI ranks (bucketed non-blocking all-reduce ops in the
             graph; docs/distributed.md). Needs the `distributed` extra.
+        roll: automatic rolling of repeated traced loop bodies into loop regions (API.md).
+            Default False: a Python loop is compiled unrolled. True is accepted but rolling
+            is not implemented yet: it warns once (UserWarning) and compiles unrolled; use
+            `sg.scan` / `sg.fori_loop` for loop-sized compile time. `cf.stats["rolled_loops"]`
+            is 0.
 
     Returns:
         A `CompiledFunction` with `graph`, `stats`, `llvm_ir()` and `asm()`.
@@ -550,6 +565,6 @@ def compile(f: Callable | None = None, *, backend: str = "llvm", checkpoint: Any
     """
     if f is None:
         return functools.partial(compile, backend=backend, checkpoint=checkpoint, static_argnums=static_argnums,
-                                 donate_argnums=donate_argnums, data_parallel=data_parallel)
+                                 donate_argnums=donate_argnums, data_parallel=data_parallel, roll=roll)
     return CompiledFunction(f, backend=backend, checkpoint=checkpoint, static_argnums=static_argnums,
-                            donate_argnums=donate_argnums, data_parallel=data_parallel)
+                            donate_argnums=donate_argnums, data_parallel=data_parallel, roll=roll)
