@@ -293,8 +293,8 @@ class Node(_NodeSlots):
 # the tracing layer installs when it is imported (`install_array_api`): the IR
 # imports none of the layers that build on it.
 
-_BINARY = ("add", "sub", "mul", "truediv", "pow", "matmul", "floordiv", "mod", "and", "or", "xor", "lshift",
-           "rshift")
+_BINARY = ("add", "sub", "mul", "truediv", "pow", "matmul", "floordiv", "mod", "divmod", "and", "or", "xor",
+           "lshift", "rshift")
 _COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 _OPERATORS = tuple(f"__{n}__" for n in _BINARY + _COMPARISONS) + tuple(f"__r{n}__" for n in _BINARY)
 

@@ -324,6 +324,7 @@ def _binop(name: str, reverse: bool = False) -> Callable:
 _BINOPS = {
     "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide", "pow": "power",
     "matmul": "matmul", "floordiv": "floor_divide", "mod": "remainder",
+    "divmod": "divmod",
     "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal", "eq": "equal", "ne": "not_equal",
     "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift", "rshift": "right_shift",
 }

@@ -293,7 +293,39 @@ def test_floor_divide_remainder_derivatives():
     sg.check_grads(lambda a, b: np.sum(np.fmod(a, b) * (a % b)), (x, y), order=2)
 
 
-def test_integer_floor_divide_and_remainder_are_refused():
-    for fn in (lambda a: a // 2, lambda a: a % 2, lambda a: np.fmod(a, 2)):
-        with pytest.raises(sg.errors.UnsupportedOpError):
-            sg.compile(fn)(np.arange(4))
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+def test_integer_floor_divide_remainder_divmod_bitwise_equal_numpy(backend):
+    """Integer // and % as NumPy: floor toward -inf, the remainder with the divisor's sign, 0 and 0 for a zero
+    divisor, MIN // -1 wrapping to MIN (MIN % -1 = 0), every integer dtype, bools as int8, Python ints weak."""
+    rng = np.random.default_rng(3)
+    fns = (lambda a, b: a // b, lambda a, b: a % b, np.floor_divide, np.remainder, np.divmod, divmod)
+    for dt in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
+        info = np.iinfo(dt)
+        x = np.concatenate([rng.integers(info.min, info.max, 300, endpoint=True, dtype=dt),
+                            np.array([info.min, info.min, info.max, info.max, 0, 7, 7], dt)])
+        y = np.concatenate([rng.integers(-6 if info.min else 0, 7, 300),
+                            [-1 if info.min else 1, 0, -1 if info.min else 3, 0, 0, 2, 5]]).astype(dt)
+        for fn in fns:
+            with np.errstate(all="ignore"):
+                want = fn(x, y)
+            got = sg.compile(fn, backend=backend)(x, y)
+            for g, w in zip(sg.tree_leaves(got), sg.tree_leaves(want)):
+                assert g.dtype == w.dtype, (dt, g.dtype, w.dtype)
+                np.testing.assert_array_equal(g, w, err_msg=str(dt))
+    b1, b2 = np.array([True, False, True, False]), np.array([True, True, False, False])
+    mixed = (lambda a: (a // 3, -7 % a, a // -2.5, 7.5 % a), (np.array([3, -4, 0, 9]),))
+    for fn, args in ((np.divmod, (b1, b2)), mixed):
+        with np.errstate(all="ignore"):
+            want = fn(*args)
+            got = sg.compile(fn, backend=backend)(*args)
+        for g, w in zip(sg.tree_leaves(got), sg.tree_leaves(want)):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+
+
+def test_integer_fmod_is_refused_and_integer_floor_divide_has_zero_derivative():
+    with pytest.raises(sg.errors.UnsupportedOpError):
+        sg.compile(lambda a: np.fmod(a, 2))(np.arange(4))
+    x, k = np.array([0.5, 1.5, -2.0]), np.array([7, -7, 3])
+    np.testing.assert_array_equal(sg.grad(lambda x, k: np.sum(x * (k // 2) + x * (k % 3)))(x, k),
+                                  k // 2 + k % 3)

@@ -268,6 +268,42 @@ def _fmod(cx, e, a):
     return cx.builder.frem(a[0], a[1])
 
 
+def _int_divmod(cx: LoweringContext, e: Expr, a: list) -> tuple[ir.Value, ir.Value]:
+    """NumPy's integer (a // b, a % b): floor toward -inf, the remainder with b's sign, 0 and 0 for b = 0.
+
+    LLVM's sdiv/srem are undefined for b = 0 and for MIN / -1 (they trap on x86), so the divisor
+    is replaced by 1 there first: MIN // 1 = MIN is NumPy's wrapped MIN // -1, and MIN % 1 = 0.
+    Then the truncated quotient is corrected by one where the remainder is nonzero and its sign
+    differs from b's (the remainder moves by b). Unsigned: udiv/urem on the guarded divisor.
+    """
+    b = cx.builder
+    x, y = a
+    t = x.type
+    zero, one = ir.Constant(t, 0), ir.Constant(t, 1)
+    bz = b.icmp_unsigned("==", y, zero)
+    if not is_signed(e.dtype):
+        sy = b.select(bz, one, y)
+        return b.select(bz, zero, b.udiv(x, sy)), b.select(bz, zero, b.urem(x, sy))
+    lo = ir.Constant(t, -(1 << (t.width - 1)))
+    ovf = b.and_(b.icmp_signed("==", x, lo), b.icmp_signed("==", y, ir.Constant(t, -1)))
+    sy = b.select(b.or_(bz, ovf), one, y)
+    q, r = b.sdiv(x, sy), b.srem(x, sy)
+    fix = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("<", b.xor(r, sy), zero))
+    q = b.sub(q, b.zext(fix, t))
+    r = b.select(fix, b.add(r, sy), r)
+    return b.select(bz, zero, q), b.select(bz, zero, r)
+
+
+@emitter("int_floordiv")
+def _int_floordiv(cx, e, a):
+    return _int_divmod(cx, e, a)[0]
+
+
+@emitter("int_mod")
+def _int_mod(cx, e, a):
+    return _int_divmod(cx, e, a)[1]
+
+
 @emitter("muladd")
 def _muladd(cx, e, a):
     """a*b + c as fmul then fadd, without contraction flags: two roundings, as the evaluator."""

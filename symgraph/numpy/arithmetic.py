@@ -19,7 +19,7 @@ from ..ir import Node
 from .logic import equal, greater, isnan, less, logical_and, not_equal, where
 
 __all__ = [
-    "abs", "absolute", "add", "around", "ceil", "clip", "copysign", "divide", "fabs", "fix", "float_power", "floor",
+    "abs", "absolute", "add", "around", "ceil", "clip", "copysign", "divide", "divmod", "fabs", "fix", "float_power", "floor",
     "floor_divide", "fmax", "fmin", "fmod", "heaviside", "maximum", "minimum", "mod", "multiply", "negative",
     "positive", "power", "reciprocal", "remainder", "rint", "round", "sign", "square", "stop_gradient", "subtract",
     "true_divide", "trunc",
@@ -49,17 +49,31 @@ def divide(x: Any, y: Any) -> Any:
 true_divide = divide
 
 
-def _divmod(x: Any, y: Any) -> tuple[Any, Any]:
-    """(floor_divide, remainder) of floats, NumPy's algorithm (npy_divmod) on top of the exact fmod.
+def _int_operands(x: Any, y: Any) -> tuple[Any, Any] | None:
+    """x and y for the integer ops (bools as int8, NumPy's bool loop), or None when they promote to a float."""
+    dt = L.result_dtype(x, y)
+    if dt.kind == "b":
+        return L.cast(x, _np.int8), L.cast(y, _np.int8)
+    return (x, y) if dt.kind in "iu" else None
 
+
+def _divmod(x: Any, y: Any) -> tuple[Any, Any]:
+    """(floor_divide, remainder) as NumPy computes them.
+
+    Integers (and bools, as int8) go to the `int_floordiv` / `int_mod`
+    primitives: floor toward -inf, the remainder with the sign of y, 0 and 0
+    for y = 0 (where NumPy warns), MIN // -1 wrapping to MIN.
+
+    Floats follow NumPy's algorithm (npy_divmod) on top of the exact fmod.
     floor(x / y) is not the floor division: 1.0 // 0.1 is 9.0 because 0.1 is
     slightly more than 1/10, while 1.0 / 0.1 rounds to 10.0. Like NumPy, the
     quotient is (x - fmod(x, y)) / y, corrected by one where the remainder's
     sign differs from y's; a zero remainder takes y's sign, a zero quotient
     the sign of x / y, and y = 0 gives x / y and NaN.
     """
-    if L.result_dtype(x, y).kind in "iub":
-        raise UnsupportedOpError("floor_divide / remainder of integer traced values is not supported")
+    ints = _int_operands(x, y)
+    if ints is not None:
+        return L.binary("int_floordiv", *ints), L.binary("int_mod", *ints)
     x, y = L.to_float(x), L.to_float(y)
     m0 = L.binary("fmod", x, y)
     div0 = divide(subtract(x, m0), y)
@@ -73,21 +87,32 @@ def _divmod(x: Any, y: Any) -> tuple[Any, Any]:
     q = divide(x, y)
     fd = where(equal(div, 0.0), multiply(q, 0.0), fd)  # copysign(0, x/y): q is finite where div == 0
     fd = where(equal(y, 0.0), q, fd)
+    fd = L.bind("stop_gradient", fd) if isinstance(fd, Node) else fd  # piecewise constant: zero derivative
     return fd, mod
 
 
 def floor_divide(x: Any, y: Any) -> Any:
-    """x // y for floats, as NumPy computes it (see `_divmod`); zero derivative."""
-    fd, _ = _divmod(x, y)
-    return L.bind("stop_gradient", fd) if isinstance(fd, Node) else fd
+    """x // y as NumPy computes it (see `_divmod`): integers stay integers (bools give int8); zero derivative."""
+    ints = _int_operands(x, y)
+    if ints is not None:
+        return L.binary("int_floordiv", *ints)
+    return _divmod(x, y)[0]
 
 
 def remainder(x: Any, y: Any) -> Any:
-    """x % y for floats with the sign of y, as NumPy computes it (see `_divmod`).
+    """x % y with the sign of y, as NumPy computes it (see `_divmod`); integers stay integers.
 
-    Derivatives 1 and -floor_divide(x, y) (almost everywhere).
+    Derivatives (floats) 1 and -floor_divide(x, y) (almost everywhere).
     """
+    ints = _int_operands(x, y)
+    if ints is not None:
+        return L.binary("int_mod", *ints)
     return _divmod(x, y)[1]
+
+
+def divmod(x: Any, y: Any) -> tuple[Any, Any]:
+    """(x // y, x % y), NumPy's np.divmod (and Python's divmod on traced values); see `_divmod`."""
+    return _divmod(x, y)
 
 
 def fmod(x: Any, y: Any) -> Any:
@@ -305,7 +330,7 @@ def stop_gradient(x: Any) -> Any:
 
 UFUNCS = {
     "add": add, "subtract": subtract, "multiply": multiply, "divide": divide, "true_divide": divide,
-    "floor_divide": floor_divide, "remainder": remainder, "fmod": fmod, "power": power, "negative": negative,
+    "floor_divide": floor_divide, "remainder": remainder, "divmod": divmod, "fmod": fmod, "power": power, "negative": negative,
     "positive": positive, "absolute": abs, "sign": sign, "square": square, "reciprocal": reciprocal,
     "maximum": maximum, "minimum": minimum, "fmax": fmax, "fmin": fmin, "floor": floor, "ceil": ceil, "trunc": trunc,
     "rint": rint, "fabs": fabs, "copysign": copysign, "heaviside": heaviside, "float_power": float_power,

@@ -432,6 +432,32 @@ register(Op("fmod", 2, "elementwise", same_shape, float_only, np.fmod, _fmod_vjp
             doc="C fmod: a - trunc(a/b)*b, exact, sign of a (NaN for b = 0 or infinite a); "
                 "derivatives 1 and -trunc(a/b)", cost=DIVISION))
 
+# ----- integer floor division and remainder (NumPy's integer // and %) -----
+
+
+def _int_only(*dtypes, **_):
+    """Operands share one integer dtype (bool is cast to int8 first, as NumPy's floor_divide does)."""
+    d = same_dtype(*dtypes)
+    if d.kind not in "iu":
+        raise DTypeError(f"needs integer operands, got {d}")
+    return d
+
+
+def _int_floordiv_impl(a, b):
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # b = 0 gives 0, MIN // -1 wraps
+        return np.floor_divide(a, b)
+
+
+def _int_mod_impl(a, b):
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # b = 0 gives 0
+        return np.remainder(a, b)
+
+
+register(Op("int_floordiv", 2, "elementwise", same_shape, _int_only, _int_floordiv_impl, differentiable=False,
+            cost=DIVISION, doc="integer a // b as NumPy: floor toward -inf; b = 0 gives 0; MIN // -1 wraps to MIN"))
+register(Op("int_mod", 2, "elementwise", same_shape, _int_only, _int_mod_impl, differentiable=False, cost=DIVISION,
+            doc="integer a % b as NumPy: the sign of b; b = 0 gives 0; MIN % -1 is 0"))
+
 # ----- issue 17: the other differentiable NumPy ufuncs -----
 #
 # Conventions where a derivative is undefined (docs/differentiation.md, "Conventions at kinks and ties"):
