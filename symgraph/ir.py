@@ -309,12 +309,13 @@ ARRAY_METHODS = (
     # ndarray methods that trace
     + ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "take", "var", "std", "clip", "transpose",
        "squeeze", "ravel", "flatten", "swapaxes", "reshape", "astype", "dot", "copy", "conj", "conjugate",
-       "all", "any", "round", "argpartition", "argsort", "cumprod", "cumsum", "diagonal", "repeat", "trace")
+       "all", "any", "round", "argpartition", "argsort", "cumprod", "cumsum", "diagonal", "repeat", "trace",
+       "searchsorted")
     # in-place ndarray methods: they rebind a traced array of the running trace, as a[idx] = v does
     + ("sort", "fill", "put", "partition")
     # ndarray methods that raise, naming themselves: concrete values, in-place updates we refuse, no rule yet
     + ("item", "tolist", "resize", "itemset", "setfield", "byteswap", "choose", "compress", "getfield",
-       "nonzero", "searchsorted", "view", "dump", "dumps", "tofile", "tobytes", "to_device", "setflags")
+       "nonzero", "view", "dump", "dumps", "tofile", "tobytes", "to_device", "setflags")
 )
 #: Node members that are properties (the memory attributes raise, naming themselves).
 ARRAY_PROPERTIES = ("T", "mT", "real", "imag", "itemsize", "at", "base", "ctypes", "data", "flags", "flat",

@@ -662,7 +662,7 @@ def _array_interface() -> dict[str, Callable]:
     })
     for m in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "take", "var", "std", "clip", "squeeze",
               "ravel", "flatten", "swapaxes", "argpartition", "argsort", "cumprod", "cumsum", "diagonal", "repeat",
-              "trace", "all", "any", "round"):
+              "trace", "all", "any", "round", "searchsorted"):
         api[m] = _method(m)
     for m in INPLACE_METHODS:
         api[m] = inplace_method(m)
@@ -670,7 +670,7 @@ def _array_interface() -> dict[str, Callable]:
         api[f"__{py}__"] = inplace_binop(py)
     # Every other public ndarray method and attribute raises, naming itself (test_tracer_methods checks the
     # list is whole).
-    for m in ("byteswap", "choose", "compress", "getfield", "nonzero", "searchsorted", "view",
+    for m in ("byteswap", "choose", "compress", "getfield", "nonzero", "view",
               "dump", "dumps", "tofile", "tobytes", "to_device", "setflags"):
         api[m] = _no_rule_method(m)
     for m in ("base", "ctypes", "data", "flags", "flat", "strides", "device"):

@@ -1,4 +1,4 @@
-"""Sorting along an axis: sort, argsort, partition, argpartition (stable, NaN last, as NumPy).
+"""Sorting along an axis: sort, argsort, partition, argpartition (stable, NaN last, as NumPy); searchsorted.
 
 A stable argsort along the axis, then a gather of the values. Rows of up to
 RANK_SORT_MAX (32) elements rank by pairwise comparison (rank_i = #{j : x_j <
@@ -15,6 +15,11 @@ int64 and has no derivative. At ties the derivative follows the stable order
 the fully sorted array, which satisfies NumPy's contract (the kth element in
 place, smaller before, larger after); NumPy's order inside the two sides is
 unspecified. Composites of primitives, as the rest of numpy/structural.py.
+
+searchsorted is a vectorized bisection: every value of v keeps its own
+bracket [lo, hi) into the sorted array and halves it ceil(log2(n + 1))
+times with a gather of a[mid] and one NaN-last comparison, so its cost is
+O(len(v) log n) work and O(log n) graph nodes (no sort of a).
 """
 
 
@@ -32,7 +37,7 @@ from .logic import isnan
 from .structural import _arr, _axis, _full, _shape_errors, _take_slice, _traced
 from .along_axis import _take_last
 
-__all__ = ["argpartition", "argsort", "partition", "sort"]
+__all__ = ["argpartition", "argsort", "partition", "searchsorted", "sort"]
 
 
 # ----- sorting (the module docstring has the algorithms and their cost) -----
@@ -198,6 +203,67 @@ def argpartition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect", or
     return argsort(a, axis=axis)
 
 
+def _nan_last_less(x: Any, y: Any, or_equal: bool) -> Any:
+    """x < y (x <= y with or_equal) in NumPy's sort order, where NaN is larger than every number."""
+    cmp = L.binary("le" if or_equal else "lt", x, y)
+    if x.dtype.kind != "f":
+        return cmp
+    nx, ny = isnan(x), isnan(y)
+    if or_equal:  # x <= y: y is NaN, or both are numbers and x <= y
+        return L.binary("logical_or", cmp, ny)
+    return L.binary("logical_or", cmp, L.binary("logical_and", ny, L.unary("logical_not", nx, float_op=False)))
+
+
+def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any:
+    """Indices where the values v would be inserted into the sorted 1-d array a to keep it sorted.
+
+    side="left" gives the first suitable index i (a[i-1] < v <= a[i]), side="right" the last
+    (a[i-1] <= v < a[i]); NaN sorts last, as in NumPy's sort. `sorter` (int indices) sorts a
+    first: a[sorter] is searched. a and v (any shape) may both be traced; they are compared in
+    their promoted dtype. The result is int64 with v's shape and has no derivative.
+
+    Algorithm: a vectorized bisection (module docstring): ceil(log2(n + 1)) steps, each a gather
+    of a[mid] per value and one comparison; O(v.size log n).
+
+    Raises:
+        ShapeError: a is not 1-d, or sorter's shape is not a's.
+        UnsupportedOpError: side is not "left" or "right".
+    """
+    if not _traced(a, v, sorter):
+        return _np.searchsorted(a, v, side=side, sorter=sorter)
+    if side not in ("left", "right"):
+        raise UnsupportedOpError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    a, v = _arr(a), _arr(v)
+    if a.ndim != 1:
+        raise ShapeError(f"searchsorted: a must be 1-d, got shape {tuple(a.shape)}")
+    dt = L.result_dtype(a, v)
+    if dt.kind == "b":
+        dt = _np.dtype(_np.int8)
+    if sorter is not None:
+        sorter = _arr(sorter)
+        if tuple(sorter.shape) != tuple(a.shape):
+            raise ShapeError(f"searchsorted: sorter has shape {tuple(sorter.shape)}, a has {tuple(a.shape)}")
+        a = L.bind("gather", L.asnode(a), L.asnode(sorter), axis=0)
+    a, v = L.asnode(a, dt), L.asnode(v, dt)
+    n = a.shape[0]
+    shape = tuple(v.shape)
+    lo = _full(shape, 0, _np.int64)
+    if n == 0:
+        return lo
+    hi = _full(shape, n, _np.int64)
+    two = _full(shape, 2, _np.int64)
+    one = _full(shape, 1, _np.int64)
+    for _ in range(n.bit_length()):  # ceil(log2(n + 1)) halvings of [lo, hi) close every bracket
+        mid = L.binary("int_floordiv", L.binary("add", lo, hi), two)
+        am = L.bind("gather", a, mid, axis=0)  # mid <= n - 1 while lo < hi (a closed bracket is clamped)
+        # left: go right while a[mid] < v; right: while a[mid] <= v
+        right = _nan_last_less(am, v, or_equal=side == "right")
+        right = L.binary("logical_and", right, L.binary("lt", lo, hi))  # a closed bracket stays closed
+        lo = L.where(right, L.binary("add", mid, one), lo)
+        hi = L.where(right, hi, mid)
+    return lo
+
+
 for _name in __all__:  # NumPy's ValueErrors of bad lengths and shapes become ShapeErrors naming the function
     globals()[_name] = _shape_errors(globals()[_name])
 del _name
@@ -211,4 +277,5 @@ FUNCTIONS = {
     _np.argsort: argsort,
     _np.partition: partition,
     _np.argpartition: argpartition,
+    _np.searchsorted: searchsorted,
 }
