@@ -372,8 +372,8 @@ def f_einsum_interleaved(x):  # the interleaved form traces since issue 17; out=
     return np.einsum(x, [0, 1], [1], out=np.empty(3))  # @einsumint
 
 
-def f_int_floordiv(x):
-    return np.argmax(x, axis=0) // 2 + x[0]  # @floordiv
+def f_int_shift(x):
+    return np.left_shift(np.argmax(x, axis=0), 1) + x[0]  # @shift
 
 
 def f_add_shapes(x):
@@ -490,7 +490,7 @@ INSIDE = [
     (f_boolmask, U, "boolmask", ["boolean mask", "np.where"]),
     (f_where1, U, "where1", ["np.where", "one argument"]),
     (f_einsum_interleaved, U, "einsumint", ["einsum", "out="]),
-    (f_int_floordiv, U, "floordiv", ["floor_divide", "integer"]),
+    (f_int_shift, U, "shift", ["left_shift", "integer"]),
     (f_add_shapes, S, "addshapes", ["add", "(2, 3)", "(4,)"]),
     (f_matmul, S, "matmul", ["matmul", "(2, 3)"]),
     (f_reshape, S, "reshape", ["reshape", "(2, 3)", "(4, 2)"]),
