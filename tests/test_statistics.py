@@ -187,3 +187,59 @@ def test_order_statistics_refuse_what_they_do_not_support():
         sg.trace(lambda a: np.percentile(a, 101.0), x)
     with pytest.raises(sg.UnsupportedOpError, match="out="):
         sg.trace(lambda a: np.median(a, out=np.empty(())), x)
+
+
+# ----- interp and trapezoid -----
+
+
+def _same_signed(got, want, what=""):
+    _same(got, want, what)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=f"{what}: signs of zeros")
+
+
+def test_interp_bitwise_equal_numpy_knots_ends_nans_infinities_period():
+    rng = np.random.default_rng(4)
+    xp = np.array([-1.0, 0.0, 0.5, 2.0, 2.0, 3.0])     # a repeated knot
+    fp = np.array([1.0, -0.0, np.inf, 2.0, 5.0, -1.0])  # -0.0 and an infinite value (NumPy's NaN retries)
+    x = np.concatenate([xp, [-2.0, 0.25, 1.0, 2.5, 4.0, np.nan, np.inf, -np.inf, 0.75], rng.uniform(-2, 4, 20)])
+    for kw in ({}, {"left": -7.0, "right": 9.0}, {"period": 2.5}, {"period": -7.0}):
+        f = lambda x, xp, fp: np.interp(x, xp, fp, **kw)  # noqa: E731
+        _same_signed(_eval(f, x, xp, fp), f(x, xp, fp), kw)
+    f = lambda x, xp, fp: np.interp(x, xp, fp, left=-7.0)  # noqa: E731
+    _same_signed(sg.compile(f)(x, xp, fp), f(x, xp, fp))
+    _same(_eval(lambda x: np.interp(x, [1.0], [3.0]), x), np.interp(x, [1.0], [3.0]))   # one point
+    _same(_eval(lambda v: np.interp(v, xp, fp), 0.3), np.interp(0.3, xp, fp))             # 0-d x
+    xf = x.astype(np.float32)
+    _same(_eval(lambda v: np.interp(v, xp.astype(np.float32), fp), xf), np.interp(xf, xp.astype(np.float32), fp))
+    rows = np.stack([np.sort(rng.standard_normal(6)) for _ in range(3)])
+    _same(vmap(lambda r: np.interp(x[:8], r, fp))(rows), np.stack([np.interp(x[:8], r, fp) for r in rows]))
+
+
+def test_interp_derivatives_and_the_knot_convention():
+    rng = np.random.default_rng(5)
+    xs, ys = np.sort(rng.uniform(0, 5, 8)), rng.standard_normal(8)
+    xq = rng.uniform(-1, 6, 10)  # away from the knots
+    sg.check_grads(lambda x, xp, fp: np.sum(np.interp(x, xp, fp) ** 2), (xq, xs, ys), order=2, modes=("fwd", "rev"))
+    sg.check_grads(lambda x, fp: np.sum(np.sin(np.interp(x, xs, fp, period=6.0))), (xq, ys), order=2)
+    # at a knot: the slope of the interval to its right (0 at the last knot), fp[j] gets 1 exactly
+    np.testing.assert_array_equal(sg.grad(lambda x: np.sum(np.interp(x, xs, ys)))(xs),
+                                  np.append(np.diff(ys) / np.diff(xs), 0.0))
+    g = sg.grad(lambda fp: np.interp(xs[3], xs, fp))(ys)
+    np.testing.assert_array_equal(g, np.eye(8)[3])
+    _, t = sg.jvp(lambda x: np.interp(x, xs, ys), (xs[0],), (1.0,))
+    assert t == (ys[1] - ys[0]) / (xs[1] - xs[0])
+
+
+def test_trapezoid_equals_numpy_and_differentiates():
+    rng = np.random.default_rng(6)
+    y, x1 = rng.standard_normal((3, 5)), np.sort(rng.standard_normal(5))
+    x2 = np.sort(rng.standard_normal((3, 5)), axis=1)
+    for f in (np.trapezoid, lambda y: np.trapezoid(y, dx=0.3, axis=0), lambda y: np.trapezoid(y, x1),
+              lambda y: np.trapezoid(y, x2, axis=1), lambda y: np.trapezoid(y[0].astype(np.float32))):
+        want = f(y)
+        for got in (_eval(f, y), sg.compile(f)(y)):
+            assert np.asarray(got).dtype == np.asarray(want).dtype
+            tol = 1e-6 if np.asarray(want).dtype == np.float32 else 1e-14  # summation order: rounding only
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    sg.check_grads(lambda y, x: np.sum(np.trapezoid(y, x) ** 2), (y, x1), order=2, modes=("fwd", "rev"))
+    assert not hasattr(np, "trapz")  # NumPy 2 removed it: there is nothing to register

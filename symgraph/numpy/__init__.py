@@ -36,6 +36,7 @@ from .reductions import *  # noqa: F401,F403
 from .structural import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
 from .statistics import *  # noqa: F401,F403
+from .sampled import *  # noqa: F401,F403
 from .along_axis import *  # noqa: F401,F403
 from .windows import *  # noqa: F401,F403
 from .tables import FUNCTIONS, UFUNCS  # noqa: F401

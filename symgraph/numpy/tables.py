@@ -13,12 +13,12 @@ from types import ModuleType
 
 from . import (
     along_axis, arithmetic, base, creation, decompositions, elementary, factorizations, layout, linear_algebra, logic,
-    nn, reductions, sorting, statistics, structural, windows,
+    nn, reductions, sampled, sorting, statistics, structural, windows,
 )
 
 MODULES: tuple[ModuleType, ...] = (
     arithmetic, elementary, logic, reductions, layout, creation, linear_algebra, nn, base, structural, sorting,
-    along_axis, windows, decompositions, factorizations, statistics,
+    along_axis, windows, decompositions, factorizations, statistics, sampled,
 )
 
 
