@@ -13,6 +13,7 @@ differentiated.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -33,6 +34,7 @@ from .passes.checkpoint import apply_checkpoint, checkpoint_stats
 from .passes.schedule import schedule
 from .passes.simplify import simplify
 from .random import NumpyRandomWatch
+from .rolling import roll, rolling
 from .segments import compile_segmented, has_host_ops
 from .signature import MISS
 from .tracing import check_args, trace
@@ -173,11 +175,6 @@ class CompiledFunction:
         if not isinstance(roll, (bool, np.bool_)):
             raise SymgraphError(f"compile: roll must be True or False, got {roll!r}")
         self.roll = bool(roll)
-        if self.roll:
-            warnings.warn("sg.compile(roll=True): automatic rolling of repeated Python loop bodies into loop "
-                          "regions is not implemented yet; the traced loop is compiled unrolled (as with "
-                          "roll=False). Write the loop with sg.scan / sg.fori_loop to compile it as a loop "
-                          "(docs/control-flow.md).", UserWarning, stacklevel=3)
         self.data_parallel = None
         if data_parallel is not None and data_parallel is not False:
             from .distributed import DataParallel  # mpi4py itself is imported on the first call
@@ -351,12 +348,21 @@ class CompiledFunction:
 
             fn.__name__ = getattr(base, "__name__", "f")
             dyn = tuple(dyn) + (tuple(kwargs[k] for k in kw_names),)
-        with ClosedOverArrays(self.fn) as closed_over, NumpyRandomWatch(self.fn) as rng_watch:
+        rolled = 0
+        with ClosedOverArrays(self.fn) as closed_over, NumpyRandomWatch(self.fn) as rng_watch, \
+                (rolling() if self.roll else contextlib.nullcontext()) as roll_state:
             if self.data_parallel is not None:
                 with reducing_gradients(self.data_parallel.reducer()):
                     g = trace(fn, *dyn, name=self._name)
             else:
                 g = trace(fn, *dyn, name=self._name)
+            if self.roll:
+                # the primals of grad/vjp/jvp were rolled before differentiation (symgraph.rolling); what is left
+                # (a loop outside any derivative) is rolled here
+                g, n = roll(g)
+                rolled = roll_state.count + n
+        if rolled:
+            _dump_stage("rolled", g)
         if rng_watch.drawn and not self._warned_random:
             self._warned_random = True
             rng_watch.warn(f"compile({self._name})")
@@ -389,7 +395,7 @@ class CompiledFunction:
         stats["compile_seconds"] = time.perf_counter() - t0
         stats["trace_seconds"] = t_trace
         stats.setdefault("nodes", len(order))
-        stats["rolled_loops"] = 0  # automatic rolling (roll=True) is not implemented: nothing is rolled
+        stats["rolled_loops"] = rolled  # Python loops that became scan loops (roll=True; symgraph.rolling)
         if self.checkpoint is not None:
             # the recompute bill (FLOPs, nodes) and the activation peak; peak_bytes
             # stays the backend's own plan

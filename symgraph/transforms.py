@@ -26,6 +26,7 @@ from .eager import run as _run
 from .errors import DTypeError, NonScalarOutputError, ShapeError, SymgraphError
 from .ir import Node, tracing_active
 from .lax import as_output
+from .rolling import roll_traced
 from .tracing import arg_leaf_names, check_args, leaf_problem, leaf_spec
 from .tree import tree_flatten, tree_map, tree_paths, tree_unflatten
 
@@ -152,6 +153,13 @@ def _value_and_grad_body(f: Callable, args: tuple, nums: tuple[int, ...], single
         res, aux = res
     scalar = _scalar_output(res, fname)
     out = as_output(tree_flatten(res)[0][0], 0)  # the value as the function returned it ((1,) stays (1,))
+    if has_aux:  # under sg.compile(roll=True): Python loops of the primal become scan loops before reverse mode
+        aux_l, aux_t = tree_flatten(aux)
+        rolled = roll_traced([scalar, out] + [x for x in aux_l if isinstance(x, Node)])
+        scalar, out, it_aux = rolled[0], rolled[1], iter(rolled[2:])
+        aux = tree_unflatten(aux_t, [next(it_aux) if isinstance(x, Node) else x for x in aux_l])
+    else:
+        scalar, out = roll_traced([scalar, out])
     flat_wrt = [x for leaves in fl for x in leaves]
     cts = vjp_nodes([scalar], [L.full_like(scalar, 1.0)], flat_wrt)
     flat_g = [L.zeros_like(w) if c is None else c for w, c in zip(flat_wrt, cts)]
@@ -282,7 +290,7 @@ def _jvp_inline(f: Callable, primals: tuple, tangents: tuple, fname: str):
         fl.append(fresh(node))
     out = f(*tree_unflatten(ptree, fl))
     ol, otree = tree_flatten(out)
-    ol = [as_output(o, i) for i, o in enumerate(ol)]
+    ol = roll_traced([as_output(o, i) for i, o in enumerate(ol)])
     tnodes = [L.cast(L.asnode(t), w.dtype) for t, w in zip(tl, fl)]
     touts = jvp_nodes(ol, fl, tnodes)
     touts = [L.zeros_like(o) if t is None else t for o, t in zip(ol, touts)]
@@ -322,7 +330,7 @@ def _vjp_inline(f: Callable, primals: tuple, cotangent: Any, fname: str):
     new_args, fl, trees = _wrt_leaves(primals, tuple(range(len(primals))), fname)
     out = f(*new_args)
     ol, otree = tree_flatten(out)
-    ol = [as_output(o, i) for i, o in enumerate(ol)]
+    ol = roll_traced([as_output(o, i) for i, o in enumerate(ol)])
     cl, ctree = tree_flatten(cotangent)
     if ctree != otree:
         raise ShapeError(f"{fname}: cotangent has structure {ctree}, the output has {otree}")
