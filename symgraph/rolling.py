@@ -41,6 +41,7 @@ References:
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import threading
 from collections import deque
@@ -59,6 +60,10 @@ __all__ = ["MIN_STEPS", "roll", "roll_nodes", "rolling", "rolling_active"]
 MIN_STEPS = 8
 #: Anchor candidates (colour class, lag) tried per search before giving up.
 MAX_TRIES = 12
+#: Largest number of members of one colour class per step that is looked for (`_periodic_pair`).
+MAX_LAG = 8
+#: Members of a colour class after the loop (the same op on the final carry) that are skipped.
+TRAILING = 3
 #: Searches (each rolls one chain) per call.
 MAX_LOOPS = 64
 
@@ -70,6 +75,7 @@ class _State(threading.local):
 
 
 _STATE = _State()
+
 
 
 @contextlib.contextmanager
@@ -188,7 +194,7 @@ def _grow(u0: Node, v0: Node, readers: dict[Node, list[Node]]) -> dict[Node, Nod
         for r, side, x in [(r, ru, u) for r in readers.get(u, ())] + [(r, rv, v) for r in readers.get(v, ())]:
             k = (r.op.name, r.attrs, r.shape, r.dtype, r.tag, tuple(i for i, y in enumerate(r.inputs) if y is x))
             lst = side.setdefault(k, [])
-            if r not in lst:
+            if not any(y is r for y in lst):  # identity: `==` on nodes builds a comparison node
                 lst.append(r)
         for k, a in ru.items():
             b = rv.get(k)
@@ -217,16 +223,35 @@ def _find(order: list[Node], pos: dict[Node, int], readers: dict[Node, list[Node
     cands = sorted((c for c in classes.values() if len(c) >= min_steps), key=lambda c: (-len(c), pos[c[-1]]))
     tries = 0
     for members in cands:
-        members = sorted(members, key=lambda n: n.id)
-        for lag in (1, 2):
-            if tries >= MAX_TRIES:
-                return None
-            if len(members) <= lag:
-                continue
-            tries += 1
-            plan = _plan(members[-1 - lag], members[-1], order, pos, readers, min_steps, outset)
-            if plan is not None:
-                return plan
+        pair = _periodic_pair(sorted(members, key=lambda n: n.id), min_steps)
+        if pair is None:
+            continue
+        if tries >= MAX_TRIES:
+            return None
+        tries += 1
+        plan = _plan(pair[0], pair[1], order, pos, readers, min_steps, outset)
+        if plan is not None:
+            return plan
+    return None
+
+
+def _periodic_pair(members: list[Node], min_steps: int) -> tuple[Node, Node] | None:
+    """Two members of a colour class at the same body position of consecutive steps, or None.
+
+    A traced loop creates its steps one after the other, so the creation
+    numbers (`Node.id`) of a body position's nodes are periodic: the lag L
+    (members of the class per step) is the smallest with id[k + L] - id[k]
+    constant over `min_steps - 1` members (a few trailing members after the
+    loop are skipped). A smaller lag would pair different positions of one
+    step (RK4's four stages look alike), which grows a wrong shift map.
+    """
+    ids = [n.id for n in members]
+    c, w = len(ids), min_steps - 1
+    for lag in range(1, MAX_LAG + 1):
+        for end in range(c - 1, max(c - 1 - TRAILING, lag + w - 1) - 1, -1):
+            d = ids[end] - ids[end - lag]
+            if all(ids[k] - ids[k - lag] == d for k in range(end - w + 1, end)):
+                return members[end - lag], members[end]
     return None
 
 
@@ -239,7 +264,6 @@ def _plan(u0: Node, v0: Node, order: list[Node], pos: dict[Node, int], readers: 
     inv = {v: u for u, v in phi.items()}
     # orbits: the body positions
     orb: dict[Node, int] = {}
-    idx: dict[Node, int] = {}  # position in the orbit
     orbits: list[list[Node]] = []
     for n in phi:
         if n in inv:
@@ -247,39 +271,36 @@ def _plan(u0: Node, v0: Node, order: list[Node], pos: dict[Node, int], readers: 
         chain = [n]
         while chain[-1] in phi:
             chain.append(phi[chain[-1]])
-        for j, m in enumerate(chain):
-            orb[m], idx[m] = len(orbits), j
+        for m in chain:
+            orb[m] = len(orbits)
         orbits.append(chain)
     if len(orb) != len(phi) + len(orbits):  # a cycle of the shift map: not a chain
         return None
-    # steps: from the anchor's orbit, inputs first (the same step), then readers
-    off: dict[int, int] = {orb[v0]: 0}
-    frontier = [orb[v0]]
-    later: deque[int] = deque()
-    while frontier or later:
-        if frontier:
-            o = frontier.pop()
-            later.append(o)
-            for m in orbits[o]:
-                for x in m.inputs:
-                    p = orb.get(x)
-                    if p is not None and p not in off:
-                        off[p] = off[o] + idx[m] - idx[x]
-                        frontier.append(p)
-        else:
-            o = later.popleft()
-            for m in orbits[o]:
-                for r in readers.get(m, ()):
-                    p = orb.get(r)
-                    if p is not None and p not in off:
-                        off[p] = off[o] + idx[m] - idx[r]
-                        frontier.append(p)
-    live = sorted(off)
-    s0 = max(off[o] for o in live)
-    s1 = min(off[o] + len(orbits[o]) - 1 for o in live)
+    # steps: a traced loop creates step after step, so a node's step is the number of anchor-position
+    # nodes created up to it (a cut in creation order: every edge goes forward, to the same or the next step)
+    cut = [m.id for m in orbits[orb[v0]]]
+    if any(a >= b for a, b in zip(cut, cut[1:])):
+        return None
+    kept: list[list[Node]] = []
+    off: list[int] = []
+    for o in orbits:
+        st = [bisect.bisect_right(cut, m.id) for m in o]
+        best, a = (0, 0), 0  # the longest run of consecutive steps
+        for k in range(1, len(o) + 1):
+            if k == len(o) or st[k] != st[k - 1] + 1:
+                if k - a > best[1] - best[0]:
+                    best = (a, k)
+                a = k
+        if best[1] - best[0] >= min_steps:
+            kept.append(o[best[0]:best[1]])
+            off.append(st[best[0]])
+    if not kept:
+        return None
+    s0 = max(off)
+    s1 = min(f + len(o) - 1 for f, o in zip(off, kept))
     if s1 - s0 + 1 < min_steps:
         return None
-    ch = _Chain([orbits[o] for o in live], [off[o] for o in live], s0, s1)
+    ch = _Chain(kept, off, s0, s1)
     return _check(ch, order, pos, readers, outset)
 
 
