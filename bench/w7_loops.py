@@ -8,7 +8,8 @@ Lorenz system (float64, dt = 1e-4) over 10,000 steps (``--quick``: 200), loss
 parameters (sigma, rho, beta).
 
 Systems: symgraph with `sg.scan` (compiled, LLVM), symgraph on the plain
-Python loop (unrolled: only at T = 100 and in --quick; it grows with T), a
+Python loop (unrolled: only at T = 100 and in --quick; it grows with T), the
+plain loop with `sg.compile(roll=True)` (rolled into a scan loop), a
 hand-written NumPy reference (backpropagation through time; forward-mode
 tangents for RK4), `jax.jit(jax.value_and_grad)` over `jax.lax.scan`, torch
 eager on the plain loop (RNN only; torch.compile of a 100-step loop is the
@@ -60,7 +61,7 @@ def rnn_numpy(Wx, Wh, b, xs):
     return v, (gWx, gWh, gb)
 
 
-def _rnn_symgraph(scan: bool):
+def _rnn_symgraph(scan: bool, roll: bool = False):
     def prepare(Wx, Wh, b, xs):
         sg, _ = import_symgraph()
 
@@ -75,7 +76,7 @@ def _rnn_symgraph(scan: bool):
             return np.float32(0.5) * np.sum(h * h)
 
         def build():
-            cf = sg.compile(sg.value_and_grad(loss, argnums=(0, 1, 2)))
+            cf = sg.compile(sg.value_and_grad(loss, argnums=(0, 1, 2)), roll=roll)
             return lambda: cf(Wx, Wh, b, xs)
         return build
     return prepare
@@ -206,6 +207,9 @@ def run(settings: Settings) -> WorkloadResult:
         if T <= 100:
             systems.append(System("symgraph-loop", _rnn_symgraph(False), peer=False,
                                   note="the plain Python loop, unrolled by tracing"))
+        systems.append(System("symgraph-roll", _rnn_symgraph(False, roll=True), peer=False,
+                              note="the plain Python loop with sg.compile(roll=True): rolled into a scan loop "
+                                   "before differentiation"))
         systems += [System("numpy", rnn_numpy_system, note="hand-written forward + backpropagation through time"),
                     System("jax", rnn_jax, note="jax.jit(jax.value_and_grad) over jax.lax.scan"),
                     System("torch", rnn_torch, note="eager, plain loop, torch.autograd.grad")]

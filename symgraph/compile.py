@@ -554,11 +554,13 @@ def compile(f: Callable | None = None, *, backend: str = "llvm", checkpoint: Any
             `sg.value_and_grad` build at the top level of `f` are averaged
             across the MPI ranks (bucketed non-blocking all-reduce ops in the
             graph; docs/distributed.md). Needs the `distributed` extra.
-        roll: automatic rolling of repeated traced loop bodies into loop regions (API.md).
-            Default False: a Python loop is compiled unrolled. True is accepted but rolling
-            is not implemented yet: it warns once (UserWarning) and compiles unrolled; use
-            `sg.scan` / `sg.fori_loop` for loop-sized compile time. `cf.stats["rolled_loops"]`
-            is 0.
+        roll: automatic rolling of Python loops (`symgraph.rolling`). Default False: a Python
+            loop is compiled unrolled. True: a chain of >= 8 steps that trace to the same body
+            (carries threaded through, per-step slices or constants, shared weights) becomes one
+            `scan` loop; `grad`/`value_and_grad`/`vjp`/`jvp` built while tracing roll their primal
+            before differentiating, so the gradient is the scan's reverse loop. Values equal the
+            unrolled build's (gradients to rounding). `cf.stats["rolled_loops"]` counts the loops;
+            docs/control-flow.md ("Python loops and roll=") lists when rolling applies.
 
     Returns:
         A `CompiledFunction` with `graph`, `stats`, `llvm_ir()` and `asm()`.

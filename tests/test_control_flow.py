@@ -389,18 +389,3 @@ def test_llvm_cond_switch_while():
         return sg.while_loop(lambda c: np.abs(c * c - a) > 1e-12, lambda c: 0.5 * (c + a / c), a, max_steps=50)
     v, d = sg.compile(sg.value_and_grad(nb))(2.0)
     assert v == pytest.approx(np.sqrt(2.0), rel=1e-15) and d == pytest.approx(0.5 / np.sqrt(2.0), rel=1e-12)
-
-
-def test_compile_roll_is_accepted_and_documented():
-    """roll=False is the default; roll=True warns that rolling is not implemented and compiles unrolled."""
-    def f(h):
-        for _ in range(3):
-            h = np.tanh(0.5 * h)
-        return h
-    cf = sg.compile(f, backend="numpy")
-    with pytest.warns(UserWarning, match="not implemented"):
-        cr = sg.compile(f, backend="numpy", roll=True)
-    np.testing.assert_array_equal(cf(np.ones(2)), cr(np.ones(2)))
-    assert cr.stats["rolled_loops"] == 0 and cf.roll is False
-    with pytest.raises(sg.SymgraphError, match="roll"):
-        sg.compile(f, roll="yes")

@@ -70,7 +70,8 @@ LAYERS = {
     "symgraph.regions": 8,  # loop regions: the rules of the scan op (they differentiate and batch bodies)
     "symgraph.branches": 8,  # branch regions: the rules of the cond op
     "symgraph.control": 8,  # scan, fori_loop, cond, switch
-    "symgraph.guards": 8,  # bounded loops' run-time checks as extra outputs of compiled graphs
+    "symgraph.guards": 8,
+    "symgraph.rolling": 8,  # Python loops rolled into scan loops (sg.compile(roll=True)); transforms call it  # bounded loops' run-time checks as extra outputs of compiled graphs
     "symgraph.testing": 8,
     "symgraph.numpy_backend": 8,
     "symgraph.compile": 8,
