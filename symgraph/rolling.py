@@ -300,12 +300,15 @@ def _plan(u0: Node, v0: Node, order: list[Node], pos: dict[Node, int], readers: 
     s1 = min(f + len(o) - 1 for f, o in zip(off, kept))
     if s1 - s0 + 1 < min_steps:
         return None
-    ch = _Chain(kept, off, s0, s1)
-    return _check(ch, order, pos, readers, outset)
+    for start in (s0, s0 + 1):  # a first step whose carry enters with another shape (a broadcast scalar) stays out
+        if s1 - start + 1 >= min_steps:
+            plan = _check(_Chain(kept, off, start, s1), order, readers, outset)
+            if plan is not None:
+                return plan
+    return None
 
 
-def _check(ch: _Chain, order: list[Node], pos: dict[Node, int], readers: dict[Node, list[Node]],
-           outset: set[Node]) -> Any:
+def _check(ch: _Chain, order: list[Node], readers: dict[Node, list[Node]], outset: set[Node]) -> Any:
     """Classify every input of every body position over the steps; None when one fits no kind."""
     s0, s1 = ch.s0, ch.s1
     steps = range(s0, s1 + 1)
