@@ -403,7 +403,7 @@ def _region_loss(policy):
     (C.save_only_these_names("other"), {"mul"}),
     (C.save_any_names_but_these("other"), {"matmul", "mul"}),
     (C.save_from_both_policies(C.nothing_saveable, C.dots_saveable), {"matmul", "mul"}),
-], ids=str)
+], ids=lambda v: str(sorted(v)) if isinstance(v, set) else str(v))  # sorted: the same ids in every xdist worker
 def test_checkpoint_regions_with_policies(policy, saved_ops):
     rng = np.random.default_rng(3)
     Ws = [rng.standard_normal((6, 6)) / 3 for _ in range(5)]
