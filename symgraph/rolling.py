@@ -188,19 +188,27 @@ def _grow(u0: Node, v0: Node, readers: dict[Node, list[Node]]) -> dict[Node, Nod
     work = deque(walk(u0, v0))
     while work:  # readers that match uniquely (by op, attrs and the positions they read the pair at)
         u = work.popleft()
+        if all(r in phi for r in readers.get(u, ())):
+            continue  # every reader already paired (the common case: the walk came through them)
         v = phi[u]
-        ru: dict[Any, list[Node]] = {}
-        rv: dict[Any, list[Node]] = {}
-        for r, side, x in [(r, ru, u) for r in readers.get(u, ())] + [(r, rv, v) for r in readers.get(v, ())]:
-            k = (r.op.name, r.attrs, r.shape, r.dtype, r.tag, tuple(i for i, y in enumerate(r.inputs) if y is x))
-            lst = side.setdefault(k, [])
-            if not any(y is r for y in lst):  # identity: `==` on nodes builds a comparison node
-                lst.append(r)
+        ru = _by_key(readers.get(u, ()), u)
+        rv = _by_key(readers.get(v, ()), v)
         for k, a in ru.items():
             b = rv.get(k)
-            if len(a) == 1 and b is not None and len(b) == 1 and a[0] not in phi and b[0] not in inv:
-                work.extend(walk(a[0], b[0]))
+            if len(a) == 1 and b is not None and len(b) == 1:
+                (ra,), (rb,) = a, b
+                if ra not in phi and rb not in inv:
+                    work.extend(walk(ra, rb))
     return phi
+
+
+def _by_key(rs: Sequence[Node], x: Node) -> dict[Any, set[Node]]:
+    """Readers `rs` of `x` grouped by (op, attrs, shape, dtype, tag, the input positions where they read x)."""
+    out: dict[Any, set[Node]] = {}
+    for r in rs:
+        k = (r.op.name, r.attrs, r.shape, r.dtype, r.tag, tuple(i for i, y in enumerate(r.inputs) if y is x))
+        out.setdefault(k, set()).add(r)
+    return out
 
 
 class _Chain:

@@ -147,3 +147,19 @@ def test_roll_false_is_the_default_and_bad_values_raise():
     assert cr.stats["rolled_loops"] == 1 and len(cr.graph) < 10
     with pytest.raises(sg.SymgraphError, match="roll"):
         sg.compile(f, roll="yes")
+
+
+def test_rolled_under_vmap_and_inside_a_scan_body():
+    """grad rolls its primal wherever it is built while compile(roll=True) traces: under vmap, in a scan body."""
+    def f(W, x):
+        h = x
+        for t in range(10):
+            h = np.tanh(h @ W) + 0.1 * t
+        return np.sum(h ** 2)
+
+    W, X = 0.5 * RNG.normal(size=(3, 3)), RNG.normal(size=(4, 3))
+    for fn in (lambda W, X: sg.vmap(sg.grad(f), in_axes=(None, 0))(W, X),
+               lambda W, X: sg.scan(lambda c, x: (c + sg.grad(f)(W, x), None), np.zeros((3, 3)), X)[0]):
+        cr = sg.compile(fn, backend="numpy", roll=True)
+        np.testing.assert_allclose(cr(W, X), sg.compile(fn, backend="numpy")(W, X), rtol=1e-13, atol=1e-15)
+        assert cr.stats["rolled_loops"] == 1
