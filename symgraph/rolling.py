@@ -434,7 +434,7 @@ def _rewrite(order: list[Node], outs: list[Node], ch: _Chain, kinds: list, carri
     carried = sorted(carries)
     cph = {o: placeholder(ch.node(o, s0).shape, ch.node(o, s0).dtype, "carry") for o in carried}
     consts: dict[Node, Node] = {}
-    xs: dict[tuple, Node] = {}
+    xs: dict[tuple, tuple[tuple[Node, ...], Node]] = {}
     sub: dict[Node, Node] = {}
     rep = sorted(range(len(ch.orbits)), key=lambda o: ch.node(o, s0).id)
     for o in rep:
@@ -453,15 +453,17 @@ def _rewrite(order: list[Node], outs: list[Node], ch: _Chain, kinds: list, carri
                         consts[what] = placeholder(what.shape, what.dtype, "closure")
                     ins.append(consts[what])
             else:
-                if what not in xs:
-                    xs[what] = placeholder(x.shape, x.dtype, "x")
-                ins.append(xs[what])
+                key = tuple(v.id for v in what)  # ids: a tuple of nodes would compare them with `==` on a collision
+                if key not in xs:
+                    xs[key] = (what, placeholder(x.shape, x.dtype, "x"))
+                ins.append(xs[key][1])
         sub[n] = b.remake(n, tuple(ins), meta(n))
     ys = sorted(o for o, ss in exposed.items() if not (o in carries and ss == {s1}))
     body_outs = [sub[ch.node(o, s0)] for o in carried] + [sub[ch.node(o, s0)] for o in ys]
-    body = Graph(list(consts.values()) + [cph[o] for o in carried] + list(xs.values()), body_outs, name="rolled")
+    body = Graph(list(consts.values()) + [cph[o] for o in carried] + [p for _, p in xs.values()], body_outs,
+                 name="rolled")
     region = Region(body, len(consts), len(carried), len(xs), T, name=f"rolled loop ({T} steps)")
-    loop_in = list(consts) + [carries[o] for o in carried] + [_stack(seq) for seq in xs]
+    loop_in = list(consts) + [carries[o] for o in carried] + [_stack(seq) for seq, _ in xs.values()]
     repl: dict[Node, Node] = {}
     nk = len(carried)
     for i, o in enumerate(carried):
