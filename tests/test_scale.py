@@ -1,16 +1,21 @@
 """Scale: large graphs through every stage in bounded time and memory, and no recursion anywhere.
 
+The default run uses small sizes (this file must stay cheap); SYMGRAPH_LONG_TESTS=1 runs the
+full sizes given in brackets.
+
 - every stage (trace, differentiate, simplify, checkpoint sqrt/revolve/mincut,
-  evaluate, codegen's Python side) on ~20k-node graphs (a deep chain and a
+  evaluate, codegen's Python side) on 4,000-node graphs [20,000] (a deep chain and a
   wide fan-out), with time and memory bounds and exact values;
-- a 20,000-deep chain (100,000 with SYMGRAPH_LONG_TESTS=1) through trace, differentiation, simplification,
+- a 5,000-deep chain [100,000] through trace, differentiation, simplification,
   checkpointing, evaluation and codegen's Python side with the recursion
   limit set a few hundred frames above the current depth;
 - order-8 derivative graphs compile (LLVM) and agree with the evaluator;
-- LLVM compile time grows about linearly with the graph size;
+- LLVM compile time grows about linearly with the graph size (500 and 2,000 steps [1,000 and 4,000]);
 - every stage of `sg.compile` (trace with differentiation, simplify, checkpoint, schedule,
   partition, IR, LLVM) grows about linearly on a scalar chain whose steps all differ
-  (`bench.scale.mixed_chain`, 20,000 and 50,000 nodes);
+  (`bench.scale.mixed_chain`): 5,000 and 12,500 nodes with the large-program caps scaled
+  down 8x, so that both sizes are cut into kernels as big programs are [20,000 and 50,000 nodes,
+  the real caps];
 - with SYMGRAPH_LONG_TESTS=1, the same chain at 1,000,000 nodes in a fresh process: the
   target of issue 16 is under 60 s for all stages and under 8 GiB peak memory.
 
@@ -33,6 +38,8 @@ import symgraph as sg
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.scale import chain, mixed_chain, pipeline_stages, run_stages, wide  # noqa: E402
+
+LONG = bool(os.environ.get("SYMGRAPH_LONG_TESTS"))
 
 compile_fn = getattr(sg, "compile", None)
 if not callable(compile_fn):
@@ -64,9 +71,10 @@ def _rss_mb():
 
 
 @pytest.mark.parametrize("family", ["chain", "wide"])
-def test_every_stage_on_20k_node_graphs(family):
+def test_every_stage_on_large_graphs(family):
+    """4,000 nodes (20,000 with SYMGRAPH_LONG_TESTS=1)."""
     x = np.linspace(-1.0, 1.0, 16)
-    n = 20_000
+    n = 20_000 if LONG else 4_000
     f = chain(n) if family == "chain" else wide(n)
     rss0 = _rss_mb()
     graphs: dict = {}
@@ -90,14 +98,14 @@ def test_every_stage_on_20k_node_graphs(family):
 
 @pytest.mark.slow
 def test_deep_chain_through_every_stage_without_recursion():
-    """20,000 deep (100,000 with SYMGRAPH_LONG_TESTS=1): far deeper than the 250 frames allowed, so any walk that
+    """5,000 deep (100,000 with SYMGRAPH_LONG_TESTS=1): far deeper than the 250 frames allowed, so any walk that
     recursed on depth would fail either way; the long run adds the size."""
     from codegen.kernels import buffers as program
     from codegen.kernels import partition as fuse
     from symgraph.passes.checkpoint import apply_checkpoint
     from symgraph.passes.schedule import peak_bytes, schedule
 
-    n = 100_000 if os.environ.get("SYMGRAPH_LONG_TESTS") else 20_000
+    n = 100_000 if LONG else 5_000
     x = np.linspace(-1.0, 1.0, 8)
     f = chain(n)
     with shallow_recursion():
@@ -136,7 +144,8 @@ def test_order_8_derivative_graphs_compile():
 
 
 def test_compile_time_grows_about_linearly():
-    """LLVM compile time of value-and-gradient graphs: 4x the nodes must cost at most ~6x the time.
+    """LLVM compile time of value-and-gradient graphs: 4x the nodes must cost at most ~6x the time
+    (500 and 2,000 steps; 1,000 and 4,000 with SYMGRAPH_LONG_TESTS=1).
 
     (A single fused kernel of thousands of ops makes LLVM's optimizer superlinear.)
     """
@@ -144,14 +153,15 @@ def test_compile_time_grows_about_linearly():
 
     x = np.linspace(-1.0, 1.0, 16)
     times = {}
-    for n in (1000, 4000):
+    sizes = (1000, 4000) if LONG else (500, 2000)
+    for n in sizes:
         f = chain(n)
         s = sg.simplify(sg.trace(sg.value_and_grad(lambda x: np.sum(f(x))), x))
         t = time.perf_counter()
         exe = codegen.compile_graph(s)
         times[n] = time.perf_counter() - t
         np.testing.assert_allclose(exe.run([x])[1], _chain_grad(n, x), rtol=1e-9)
-    assert times[4000] <= 6 * times[1000] + 1.0, times
+    assert times[sizes[1]] <= 6 * times[sizes[0]] + 1.0, times
 
 
 def _scalar_chain_grad(n: int, x0: float) -> tuple[float, float]:
@@ -203,17 +213,27 @@ _PIPELINE = ("trace", "simplify", "checkpoint", "schedule", "partition", "ir", "
 
 
 @pytest.mark.slow
-def test_compile_stages_grow_about_linearly_on_a_mixed_scalar_chain():
+def test_compile_stages_grow_about_linearly_on_a_mixed_scalar_chain(monkeypatch):
     """2.5x the nodes may cost at most 4x the time (plus 1 s) in every stage of `sg.compile`.
 
     The chain's steps differ in op and constant, so nothing shrinks it. Both sizes are above
-    `fuse.LARGE_SCALAR_PROGRAM_COST` (cut into kernels of cost 8192). Partitioning was
-    O(nodes x cap) in time and memory (cones as sets) and tasks x kernels in `group`; one
-    scalar kernel of cost 32768 made LLVM superlinear (`fuse.LARGE_SCALAR_KERNEL_COST`).
+    `fuse.LARGE_SCALAR_PROGRAM_COST` (cut into kernels of cost `fuse.LARGE_SCALAR_KERNEL_COST`).
+    Partitioning was O(nodes x cap) in time and memory (cones as sets) and tasks x kernels in
+    `group`; one scalar kernel of cost 32768 made LLVM superlinear. With SYMGRAPH_LONG_TESTS=1:
+    20,000 and 50,000 nodes with the real caps; else 5,000 and 12,500 nodes with every scalar
+    cap scaled down 8x (the same cutting and grouping, at a quarter of the size).
     """
+    import codegen.kernels.partition as F
+
+    if LONG:
+        sizes = (20_000, 50_000)
+    else:
+        sizes = (5_000, 12_500)
+        for name in ("MAX_SCALAR_KERNEL_COST", "LARGE_SCALAR_PROGRAM_COST", "LARGE_SCALAR_KERNEL_COST"):
+            monkeypatch.setattr(F, name, getattr(F, name) // 8)
     with shallow_recursion():
-        rows = {n: pipeline_stages(mixed_chain(n), np.float64(0.5)) for n in (20_000, 50_000)}
-    small, big = rows[20_000], rows[50_000]
+        rows = {n: pipeline_stages(mixed_chain(n), np.float64(0.5)) for n in sizes}
+    small, big = rows[sizes[0]], rows[sizes[1]]
     assert big["nodes_traced"] > 2.4 * small["nodes_traced"]
     assert big["kernels"] > 2 * small["kernels"]  # the same cap at both sizes
     for stage in _PIPELINE:

@@ -139,7 +139,12 @@ class BodyBuilder:
         if n.op.identity_of is not None:
             return args[n.op.identity_of]
         e = Expr.make(name, args, n.attrs, n.dtype)
-        self._note(e, n, _cost_of_op(name) + sum(self.cost.get(a, 0) for a in args))
+        if e not in self.cost:  # else `_note` keeps what it has
+            get = self.cost.get
+            c = _cost_of_op(name)
+            for a in args:
+                c += get(a, 0)
+            self._note(e, n, c)
         return e
 
     def _leaf(self, n: Node, idx: tuple[Aff, ...]) -> Expr | None:

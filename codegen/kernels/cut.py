@@ -45,18 +45,13 @@ def cut_task(b: Any, t: Task, M: set, cut: set, extra: set, cap: int) -> None:
     masks: dict[int, dict[int, int]] = {}  # block -> weight -> its positions of that weight
     for i, e in enumerate(exprs):
         pos[e] = i
-        w = weights[e] = expr_weight(e)
+        w = weights[e] = e.w  # expr_weight(e)
         if w:
             m = masks.setdefault(i >> _CONE_BITS, {})
             m[w] = m.get(w, 0) | (1 << (i & _CONE_MASK))
-        al: list = []
-        for a in e.args:
-            if isinstance(a, Aff):
-                al.extend(a.atoms())
-            elif isinstance(a, Expr):
-                al.append(a)
+        al = e.deps  # its Expr arguments and the atoms of its affine ones, in order
         if len(al) > 1:
-            al = list(dict.fromkeys(al))
+            al = tuple(dict.fromkeys(al))
         argl[e] = al
         for a in al:
             uses[a] = uses.get(a, 0) + 1

@@ -35,9 +35,12 @@ class Expr:
         attrs: hashable extra data.
         dtype: numpy dtype of the value.
         rng: inclusive integer range (int64 index values only).
+        w: the estimated code size (`expr_weight`), fixed at creation.
+        deps: the Exprs this one reads, in argument order: its Expr arguments and the atoms
+            of its affine ones (what `walk_exprs` follows), fixed at creation.
     """
 
-    __slots__ = ("op", "args", "attrs", "dtype", "uid", "rng", "__weakref__")
+    __slots__ = ("op", "args", "attrs", "dtype", "uid", "rng", "w", "deps", "__weakref__")
     _table: dict[tuple, "Expr"] = {}
 
     def __init__(self, op: str, args: tuple, attrs: tuple, dtype: np.dtype, rng: tuple[int, int] | None):
@@ -47,12 +50,26 @@ class Expr:
         self.dtype = dtype
         self.uid = next(_uids)
         self.rng = rng
+        self.w = 0 if op in _WEIGHTLESS else _cost_of_op(op)
+        deps = args
+        for a in args:
+            if not isinstance(a, Expr):
+                deps = []
+                for a in args:
+                    if isinstance(a, Expr):
+                        deps.append(a)
+                    else:
+                        deps.extend(a.atoms())
+                deps = tuple(deps)
+                break
+        self.deps = deps
 
     @classmethod
     def make(cls, op: str, args: tuple, attrs: tuple, dtype: Any, rng: tuple[int, int] | None = None) -> "Expr":
         if not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
-        key = (op, tuple([a.uid if isinstance(a, Expr) else a for a in args]), attrs, dtype.str)
+        # Exprs compare by identity, affine forms by value: the same key as the arguments' uids
+        key = (op, args, attrs, dtype.str)
         table = _session.table
         e = table.get(key)
         if e is None:
@@ -101,11 +118,12 @@ def release_session() -> None:
     _session.table = {}
 
 
+_WEIGHTLESS = frozenset(("load", "const", "var", "index"))
+
+
 def expr_weight(e: "Expr") -> int:
     """Estimated code size of one Expr: 0 for loads, constants and loop variables, else the op's cost weight."""
-    if e.op in ("load", "const", "var", "index"):
-        return 0
-    return _cost_of_op(e.op)
+    return e.w
 
 
 def walk_exprs(roots: Iterable[Expr]) -> list[Expr]:
@@ -115,22 +133,20 @@ def walk_exprs(roots: Iterable[Expr]) -> list[Expr]:
     """
     seen: set[Expr] = set()
     out: list[Expr] = []
-    stack: list[tuple[Expr, bool]] = [(r, False) for r in roots]
+    # A stack of Exprs to visit, each finished one followed by None and itself (no tuple per entry).
+    stack: list = list(roots)  # the last root first, as before
+    pop, push, add, emit = stack.pop, stack.append, seen.add, out.append
     while stack:
-        e, done = stack.pop()
-        if done:
-            out.append(e)
+        e = pop()
+        if e is None:
+            emit(pop())
             continue
         if e in seen:
             continue
-        seen.add(e)
-        stack.append((e, True))
-        for a in e.args:
-            if isinstance(a, Expr):
-                if a not in seen:
-                    stack.append((a, False))
-            else:
-                for at in a.atoms():
-                    if at not in seen:
-                        stack.append((at, False))
+        add(e)
+        push(e)
+        push(None)
+        for a in e.deps:
+            if a not in seen:
+                push(a)
     return out

@@ -324,9 +324,12 @@ class _Partitioner:
                             # task through `expr_kernels`, not by a scan of the task per kernel)
                             if shared is None:
                                 shared = {}
+                                ekg = expr_kernels.get
                                 for e in t.exprs:
-                                    for kj in expr_kernels.get(e, ()):
-                                        shared[kj] = shared.get(kj, 0) + expr_weight(e)
+                                    kjs = ekg(e)
+                                    if kjs is not None:
+                                        for kj in kjs:
+                                            shared[kj] = shared.get(kj, 0) + e.w
                             if kcost[ki] + t.cost - shared.get(ki, 0) > cap:
                                 continue
                         if ki == base:
@@ -352,13 +355,18 @@ class _Partitioner:
                 if t.is_loop:
                     have = kexprs.setdefault(chosen, set())
                     c = kcost.get(chosen, 0)
+                    add = have.add
                     for e in t.exprs:
                         if e not in have:
-                            have.add(e)
-                            w = expr_weight(e)
+                            add(e)
+                            w = e.w  # expr_weight(e)
                             if w:
                                 c += w
-                                expr_kernels.setdefault(e, []).append(chosen)
+                                ks = expr_kernels.get(e)
+                                if ks is None:
+                                    expr_kernels[e] = [chosen]
+                                else:
+                                    ks.append(chosen)
                     kcost[chosen] = c
                 if t.kind.reduces:
                     k.red_axes = t.red_axes

@@ -108,6 +108,7 @@ class Task:
     gemm: dict | None = None         # views of the operands (gemm)
     _exprs: list | None = None
     _cost: int | None = None
+    _loads: list | None = None
 
     @property
     def exprs(self) -> list["Expr"]:
@@ -120,12 +121,15 @@ class Task:
     def cost(self) -> int:
         """Estimated code size of the task's loop body: the sum of `expr_weight` over its Exprs (cached)."""
         if self._cost is None:
-            self._cost = sum(expr_weight(e) for e in self.exprs)
+            self._cost = sum([e.w for e in self.exprs])  # e.w is `expr_weight(e)`
         return self._cost
 
     @property
     def loads(self) -> list["Expr"]:
-        return [e for e in self.exprs if e.op == "load"]
+        """The load Exprs among `exprs`, in order (cached)."""
+        if self._loads is None:
+            self._loads = [e for e in self.exprs if e.op == "load"]
+        return self._loads
 
     @property
     def is_loop(self) -> bool:

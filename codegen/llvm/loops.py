@@ -183,20 +183,23 @@ class KernelEmitter(ReductionSteps):
             return v
         # iterative post-order over the DAG (long fused chains must not recurse)
         stack: list[tuple[Expr, bool]] = [(e, False)]
+        var_group = self.var_group
         while stack:
             x, ready = stack.pop()
             if x in memo:
                 continue
-            deps = [a for a in x.args if isinstance(a, Expr)]
-            for a in x.args:
-                if isinstance(a, Aff):
-                    deps.extend(a.atoms())
             if not ready:
                 stack.append((x, True))
-                for a in x.args:
-                    if isinstance(a, Aff):  # loop variables inside affine forms are read directly
-                        deps = [d for d in deps if not (d.op == "var" and d.attrs[0] in self.var_group)
-                                or any(d is e for e in x.args)]
+                deps = x.deps  # the arguments when all are Exprs
+                if deps is not x.args:
+                    # Expr arguments, then the atoms of affine ones; loop variables inside affine
+                    # forms are read directly
+                    deps = [a for a in x.args if isinstance(a, Expr)]
+                    for a in x.args:
+                        if isinstance(a, Aff):
+                            deps.extend(a.atoms())
+                    deps = [d for d in deps if not (d.op == "var" and d.attrs[0] in var_group)
+                            or any(d is a for a in x.args)]
                 for d in deps:
                     if d not in memo:
                         stack.append((d, False))

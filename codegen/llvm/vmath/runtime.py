@@ -330,10 +330,13 @@ def _libmvec_call(builder: ir.IRBuilder, name: str, args, kind: str):
     # The wrapper is listed too: a used function keeps its signature, which the call site's VFABI
     # attribute describes (interprocedural constant propagation once dropped a constant pow exponent
     # from it, and the vectorizer then built an invalid call).
+    added = False
     for f in (vfn, wrapper):
         if f not in variants:
             variants.append(f)
-    _update_compiler_used(module, variants)
+            added = True
+    if added or module.globals.get(_USED) is None:  # else the list already has them (one rebuild per new variant)
+        _update_compiler_used(module, variants)
     call = builder.call(wrapper, list(args))
     call.attributes = _OpenCallAttributes()
     call.attributes.add(f'"vector-function-abi-variant"="_ZGV_LLVM_N{vf}{params}_{wrapper.name}({vname})"')
