@@ -66,7 +66,8 @@ class LoopPlan:
             order = dims
         # float sums and products in registers accumulate in REDUCTION_LANES lanes (`KernelEmitter`)
         self.lanes = accumulation_lanes(kernel, self.register, dims, red)
-        affs = [a for t in kernel.tasks for a in task_affs(t)]
+        # every affine form of the body (only axes next to each other may merge: none for one axis or none)
+        affs = [a for t in kernel.tasks for a in task_affs(t)] if len(order) > 1 else []
         var_of = {i: Expr.var(i, dom[i]) for i in dims}
         groups: list[list[int]] = []
         for ax in order:

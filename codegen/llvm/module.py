@@ -323,8 +323,14 @@ def _mark_noinline(prog: Program, calls: dict, shared: dict, uses: dict, chunked
     one body whether its chunks run here or on threads (same bits).
     """
     looped = [k for ki, k in enumerate(prog.kernels) if ki in calls]
-    big = sum(sum(expr_weight(e) for e in kernel_exprs(k)) for k in looped) \
-        > kernel_cost_cap(max((k.size for k in looped), default=0))
+    cap = kernel_cost_cap(max((k.size for k in looped), default=0))
+    big = False
+    total = 0
+    for k in looped:  # the summed body cost exceeds the cap (stop counting once it does)
+        total += sum([e.w for e in kernel_exprs(k)])  # e.w is `expr_weight(e)`
+        if total > cap:
+            big = True
+            break
     for f in shared.values():
         if big or uses[f.name] > 1 or f.name in chunked:
             f.attributes.add("noinline")
