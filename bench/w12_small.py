@@ -26,9 +26,9 @@ tests/test_bench_field.py) and the check is ρ < 1e-8 (`bench.field`).
 
 - **det**: ``np.linalg.det(A)`` and its gradient ``det(A) A⁻ᵀ`` for
   ℓ × ℓ matrices, ℓ = 5 … 11 (GradBench's det eval; its tools expand by
-  minors, here the plain NumPy call). symgraph's ``det`` (an LU primitive)
-  has no LLVM lowering yet, so symgraph runs it with ``backend="numpy"``;
-  the LLVM row reports the error.
+  minors, here the plain NumPy call). symgraph compiles ``det`` and its
+  gradient natively: ?getrf from NumPy's OpenBLAS for the LU, ?trsm for the
+  solves of the derivative (codegen/cpu/lapack.py).
 """
 
 from __future__ import annotations
@@ -446,9 +446,7 @@ def run(settings: Settings) -> WorkloadResult:
     tables.append(t)
     parts = []
     for ell, A in {} if "det" not in evals else det_inputs((5, 8) if q else DET_L).items():
-        systems = _vg_systems(det, 1, det_numpy, _det_torch)
-        systems.insert(1, symgraph_system(lambda sg: sg.value_and_grad(det), name="symgraph-numpy",
-                                          backend="numpy", note="the same graph run by the NumPy evaluator"))
+        systems = _vg_systems(det, 1, det_numpy, _det_torch, note_sg="LU (?getrf) and ?trsm, compiled natively")
         parts.append(run_case(settings, f"det l={ell}", (A,), lambda A=A: det_numpy(A), systems,
                               check=rho_compare, extra=lambda row, step, ell=ell: {"l": ell}))
     tables.append(_table(settings, "det: value and gradient", "l", parts))

@@ -244,6 +244,6 @@ def test_det_eval_hand_gradient_and_symgraph():
     fd = np.array([[central_difference(lambda M: np.linalg.det(M), A, (i, j)) for j in range(5)] for i in range(5)])
     assert rho(fd, g).max() < 1e-8
     t = run_case(_settings(), "det", (A,), lambda: det_numpy(A),
-                 [symgraph_system(lambda sg: sg.value_and_grad(det), name="symgraph", backend="numpy"),
+                 [symgraph_system(lambda sg: sg.value_and_grad(det), name="symgraph"),
                   *_vg_systems(det, 1, det_numpy, _det_torch)[1:2]], check=rho_compare)
     _rows_ok(t)

@@ -227,3 +227,113 @@ def test_evaluator_without_scipy():
             "np.testing.assert_allclose(g.evaluate(a), np.linalg.solve(a, b), rtol=1e-10)\n"
             "np.testing.assert_allclose(sg.trace(np.linalg.det, a).evaluate(a), np.linalg.det(a), rtol=1e-10)\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ----- compiled code: ?potrf, ?trsm, ?getrf from NumPy's OpenBLAS, called natively -----
+
+
+def _tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_compiled_equals_evaluator(dtype):
+    pytest.importorskip("llvmlite")
+    a, s, t = _gen((2, 3, 5, 5), dtype), _spd((2, 3, 5, 5), dtype), _gen((2, 3, 5, 5), dtype)
+    b = RNG.standard_normal((2, 3, 5, 2)).astype(dtype)
+    v = RNG.standard_normal(5).astype(dtype)
+
+    def f(a, s, t, b, v):
+        tri = tuple(gl.solve_triangular(t, b, trans=tr, lower=lo, unit_diagonal=u)
+                    for lo in (True, False) for tr in (0, 1) for u in (False, True))  # every trsm variant
+        lu, piv = gl.lu_factor(a)
+        return tri + (np.linalg.cholesky(s), np.linalg.cholesky(s, upper=True), np.linalg.solve(a, b),
+                      np.linalg.solve(a[0, 0], v), np.linalg.inv(a), np.linalg.det(a), *np.linalg.slogdet(a),
+                      lu, piv, gl.lu_solve((lu, piv), b, trans=1), gl.cho_solve(gl.cho_factor(s), b),
+                      gl.solve(s, b, assume_a="pos"), gl.det(a), gl.inv(a))
+
+    args = (a, s, t, b, v)
+    cf = sg.compile(f)
+    got, want = cf(*args), _ev(f, *args)
+    assert cf.stats["lapack_kernels"] >= 20
+    tol = dict(rtol=2e-5, atol=2e-6) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-14)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype, i
+        np.testing.assert_allclose(g, w, **tol, err_msg=f"output {i}")
+    np.testing.assert_array_equal(got[-6], want[-6])  # LU's pivots: the same ?getrf
+
+
+def test_compiled_expm():
+    pytest.importorskip("llvmlite")
+    a = RNG.standard_normal((3, 3))  # |a|_1 > theta_13 / 2: one squaring
+    np.testing.assert_allclose(sg.compile(gl.expm)(3.0 * a), sl.expm(3.0 * a), rtol=1e-12)
+
+
+def test_compiled_pivots_to_permutation():
+    pytest.importorskip("llvmlite")
+    from symgraph import lax as L
+
+    for dt in (np.int64, np.int32, np.uint8):
+        ipiv = np.array([[2, 1, 3, 3], [0, 3, 2, 3], [9, 0, 2, 7]], dt)  # 9 and 7: out of range (clamped)
+        f = sg.compile(lambda p: L.bind("pivots_to_permutation", p))
+        got = f(ipiv)
+        assert got.dtype == dt
+        np.testing.assert_array_equal(got, sg.trace(lambda p: L.bind("pivots_to_permutation", p), ipiv).evaluate(ipiv))
+
+
+def test_compiled_errors_name_the_line():
+    pytest.importorskip("llvmlite")
+    sing = np.array([[1.0, 2.0], [2.0, 4.0]])
+    solve = sg.compile(lambda a: np.linalg.solve(a, np.ones(2)))
+    with pytest.raises(sg.LinAlgError, match="singular matrix: a zero on the diagonal") as e:
+        solve(sing)
+    assert "test_linalg.py" in str(e.value.location)
+    np.testing.assert_allclose(solve(np.eye(2) * 2.0), [0.5, 0.5])  # the same program, good input
+    with pytest.raises(sg.LinAlgError, match="singular"):
+        sg.compile(np.linalg.inv)(np.stack([np.eye(2), sing]))
+    chol = sg.compile(lambda s: np.linalg.cholesky(s))
+    with pytest.raises(sg.LinAlgError, match=r"not positive definite \(the matrix at batch index \(1,\)\)") as e:
+        chol(np.stack([np.eye(2), -np.eye(2)]))
+    assert "test_linalg.py" in str(e.value.location)
+    for bad in (np.full((2, 2), np.nan), np.array([[1.0, np.inf], [np.inf, 1.0]])):
+        with pytest.raises(sg.LinAlgError, match="positive definite"):
+            chol(bad)
+    np.testing.assert_allclose(chol(4.0 * np.eye(2)), 2.0 * np.eye(2))
+    with pytest.raises(sg.LinAlgError, match="positive definite"):
+        sg.compile(np.linalg.cholesky)(-np.eye(3, dtype=np.float32))
+    tri = sg.compile(lambda t, b: gl.solve_triangular(t, b, lower=True))
+    t = np.stack([np.eye(3)] * 3)
+    t[2, 1, 1] = np.nan
+    with pytest.raises(sg.LinAlgError, match=r"a NaN on the diagonal \(position 1\) of the matrix at batch index \(2,\)"):
+        tri(t, np.ones((3, 3, 1)))
+    with pytest.raises(sg.LinAlgError, match="singular"):
+        sg.compile(lambda a: np.linalg.solve(a, np.ones(2)))(np.array([[1.0, np.nan], [2.0, 3.0]]))
+    with pytest.raises(sg.LinAlgError, match="singular"):  # the gradient solves with U too
+        sg.compile(sg.grad(lambda a: np.sum(np.linalg.solve(a, np.ones(2)))))(sing)
+    assert sg.compile(np.linalg.det)(sing) == 0.0
+    sign, logdet = sg.compile(lambda a: tuple(np.linalg.slogdet(a)))(sing)
+    assert sign == 0.0 and logdet == -np.inf
+
+
+def test_compiled_gradients():
+    pytest.importorskip("llvmlite")
+    a, s = _gen((2, 4, 4)), _spd((2, 4, 4))
+    b = RNG.standard_normal((2, 4, 3))
+
+    def loss(a, s, b):
+        return (np.sum(np.sin(np.linalg.solve(a, b))) + np.sum(np.linalg.inv(a) ** 2) + np.sum(np.linalg.det(a))
+                + np.sum(np.linalg.slogdet(a)[1]) + np.sum(np.tanh(np.linalg.cholesky(s)))
+                + np.sum(gl.cho_solve(gl.cho_factor(s), b) ** 2) + np.sum(gl.lu_solve(gl.lu_factor(a), b, trans=1) ** 2)
+                + np.sum(gl.solve_triangular(a, b, lower=True, trans=1) ** 2))
+
+    vg = sg.value_and_grad(loss, argnums=(0, 1, 2))
+    (v1, g1), (v0, g0) = sg.compile(vg)(a, s, b), vg(a, s, b)
+    np.testing.assert_allclose(v1, v0, rtol=1e-13)
+    for x, y in zip(g1, g0):
+        np.testing.assert_allclose(x, y, rtol=1e-11, atol=1e-12)
+    # second order: the Hessian of log|det| compiled, and a compiled vmap
+    h = sg.hessian(lambda a: np.linalg.slogdet(a)[1])
+    np.testing.assert_allclose(sg.compile(h)(a[0]), h(a[0]), rtol=1e-11, atol=1e-13)
+    cv = sg.compile(sg.vmap(sg.grad(lambda s: np.sum(np.log(np.diagonal(np.linalg.cholesky(s)))))))
+    np.testing.assert_allclose(cv(s), np.stack([np.tril(np.linalg.inv(m), -1) + 0.5 * np.diag(np.diag(np.linalg.inv(m)))
+                                               for m in s]), rtol=1e-10, atol=1e-14)

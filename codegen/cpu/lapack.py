@@ -1,14 +1,29 @@
 """The LAPACK of compiled code: the routines of the OpenBLAS that NumPy bundles, workspace sizes, the status slot.
 
-The spectral primitives (`symgraph.ops.spectral`: eigh, eigvalsh, svd, svdvals, qr) declare their
-LAPACK routine in their record (`Op.extra["lapack"]`). Compiled code calls the same routines that
-NumPy's `np.linalg` calls (?syevd, ?gesdd, ?geqrf + ?orgqr, ILP64 Fortran symbols of
-`libscipy_openblas64_`), on a column-major copy of each matrix as NumPy makes, with the workspace
-sizes LAPACK's own query gives (asked here once per shape, with ctypes), in float64 for float32
-matrices too (np.linalg computes them in float64 and rounds the results), so results are NumPy's
-bit for bit. `plan_lapack` lays out each call's workspace in the arena, after a 16-byte status
-slot: the entry zeroes it, the first failing call writes (call number + 1, info) there, and
-`lapack_error` turns that into the `symgraph.errors.LinAlgError` the evaluator raises.
+The spectral primitives (`symgraph.ops.spectral`: eigh, eigvalsh, svd, svdvals, qr) and the
+factorizations (`symgraph.ops.factor`: cholesky, triangular_solve, lu, pivots_to_permutation)
+declare in their record (`Op.extra["lowering"] == "lapack"`) that compiled code runs them as
+LAPACK calls, matrix after matrix. The routines are the ILP64 Fortran symbols of
+`libscipy_openblas64_`, the ones NumPy and SciPy call for the same functions:
+
+| op | routine | working precision | layout |
+|---|---|---|---|
+| eigh, eigvalsh | ?syevd | float64 (as np.linalg) | column-major copy |
+| svd, svdvals | ?gesdd | float64 (as np.linalg) | column-major copy |
+| qr | ?geqrf + ?orgqr | float64 (as np.linalg) | column-major copy |
+| cholesky | ?potrf ('U' on the row-major lower triangle) | float64 (as np.linalg.cholesky) | in place, no transpose |
+| triangular_solve | ?trsm (side 'R' on the row-major right-hand side) | the input's (as scipy's ?trtrs) | in place, no transpose |
+| lu | ?getrf | the input's (as scipy's lu_factor) | column-major copy |
+| pivots_to_permutation | (native swaps, no LAPACK) | integers | - |
+
+A row-major matrix is the column-major matrix of its transpose, so a Cholesky factor and a
+triangular solve need no transposed copy: the lower factor L of a row-major a is the upper
+factor of the same bytes read column-major, and op(a) x = b is xᵀ op(a)ᵀ = bᵀ, a right-side
+solve with the column-major aᵀ. Workspace sizes are LAPACK's own query (asked here once per
+shape, with ctypes). `plan_lapack` lays out each call's workspace in the arena, after a status
+slot of four int64 words: the entry zeroes it, the first failing call writes (call number + 1,
+info, batch index of the matrix, detail) there, and `lapack_error` turns that into the
+`symgraph.errors.LinAlgError` the evaluator raises, at the user's line.
 
 Another op lowers through LAPACK by declaring `extra={"lowering": "lapack"}` (the partitioner then
 gives it a LAPACK task reading every operand as a contiguous buffer), a branch of `plan_call` (its
@@ -29,7 +44,10 @@ from symgraph.ir import meta
 
 from .blas import blas_library, loaded_library
 
-__all__ = ["LapackCall", "LapackPlan", "plan_lapack", "lapack_error", "NONFINITE", "symbol"]
+__all__ = ["LapackCall", "LapackPlan", "plan_lapack", "lapack_error", "NONFINITE", "STATUS_WORDS", "symbol"]
+
+#: int64 words of the status slot: call number + 1, info, batch index, detail.
+STATUS_WORDS = 4
 
 #: The info value a call reports for a matrix with a NaN or an infinity (checked before LAPACK runs).
 NONFINITE = -(1 << 40)
@@ -43,11 +61,12 @@ def symbol(routine: str, dtype: Any) -> str:
     return f"scipy_{'d' if np.dtype(dtype) == np.float64 else 's'}{routine}_64_"
 
 
-def _lib() -> Any:
+def _lib(*routines: str) -> Any:
+    """The loaded OpenBLAS, checked to hold `routines` (default: the spectral ones) in both precisions."""
     if blas_library() is None:
         raise UnsupportedOpError("codegen: no LAPACK library found (NumPy's bundled OpenBLAS); use backend='numpy'")
     lib = loaded_library()
-    for r in ("syevd", "gesdd", "geqrf", "orgqr"):
+    for r in routines or ("syevd", "gesdd", "geqrf", "orgqr"):
         for dt in (np.float64, np.float32):
             if not hasattr(lib, symbol(r, dt)):
                 raise UnsupportedOpError(f"codegen: NumPy's OpenBLAS has no {symbol(r, dt)}; use backend='numpy'")
@@ -95,12 +114,17 @@ def _query(routine: str, dtype: str, *dims: Any) -> tuple[int, int]:
 
 @dataclass(eq=False)
 class LapackCall:
-    """One spectral node's LAPACK work: the routine, its arguments, and where its workspace lies.
+    """One node's LAPACK work: the routine, its arguments, and where its workspace lies.
 
     Attributes:
-        node: the eigh / eigvalsh / svd / svdvals / qr node.
-        op: its op name; routine: "syevd", "gesdd" or "geqrf" (+ "orgqr").
+        node: the eigh / eigvalsh / svd / svdvals / qr / cholesky / triangular_solve / lu /
+            pivots_to_permutation node.
+        op: its op name; routine: "syevd", "gesdd", "geqrf" (+ "orgqr"), "potrf", "trsm", "getrf",
+            or "perm" (pivots_to_permutation: native swaps, no LAPACK).
+        dtype: the routine's working precision ("<f8" or "<f4"; for "perm" the integers').
         batch, m, n: matrices and their shape; jobz, uplo: LAPACK's job letters.
+        batch_shape: the leading (batch) dimensions, to name a failing matrix.
+        trans, unit: trsm's transa = 'T' and diag = 'U'; nrhs: its right-hand sides.
         ucols, vtrows: columns of U and rows of Vt (gesdd); q: columns of Q (qr).
         lwork, liwork, lwork2: workspace sizes (lwork2: orgqr's).
         offsets: buffer name -> byte offset from the start of this call's scratch.
@@ -122,6 +146,11 @@ class LapackCall:
     lwork: int = 1
     liwork: int = 0
     lwork2: int = 0
+    dtype: str = "<f8"
+    batch_shape: tuple = ()
+    trans: bool = False
+    unit: bool = False
+    nrhs: int = 0
     offsets: dict = field(default_factory=dict)
     scratch_bytes: int = 0
     number: int = 0
@@ -137,9 +166,15 @@ def _layout(call: LapackCall, floats: list[tuple[str, int]], ints: list[tuple[st
 
 
 def plan_call(node: Any) -> LapackCall:
-    """The LAPACK call of one spectral node, its workspace sizes asked of LAPACK."""
+    """The LAPACK call of one node, its workspace sizes asked of LAPACK."""
     op = node.op.name
     x = node.inputs[0]
+    if op == "pivots_to_permutation":
+        n = x.shape[-1]
+        return LapackCall(node, op, "perm", _batch(x.shape[:-1]), 1, n, dtype=x.dtype.str,
+                          batch_shape=tuple(x.shape[:-1]))
+    if op in _FACTOR:
+        return _plan_factor(node, op, x)
     m, n = x.shape[-2:]
     batch = int(np.prod(x.shape[:-2], dtype=np.int64))
     dt = "<f8"  # float32 matrices are computed in float64, as np.linalg does (`_commonType`)
@@ -174,6 +209,35 @@ def plan_call(node: Any) -> LapackCall:
     raise UnsupportedOpError(f"codegen: op {op!r} has no LAPACK lowering")  # pragma: no cover
 
 
+def _batch(shape: tuple) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+#: The factorization ops and their routines (`symgraph.ops.factor`).
+_FACTOR = {"cholesky": "potrf", "triangular_solve": "trsm", "lu": "getrf"}
+
+
+def _plan_factor(node: Any, op: str, x: Any) -> LapackCall:
+    """cholesky (?potrf), triangular_solve (?trsm) or lu (?getrf): no workspace query, at most one scratch matrix."""
+    n = x.shape[-1]
+    routine = _FACTOR[op]
+    _lib(routine)
+    lead = tuple(x.shape[:-2])
+    if op == "cholesky":
+        # np.linalg.cholesky computes float32 matrices in float64; a float64 matrix is factored in its output
+        c = LapackCall(node, op, routine, _batch(lead), n, n, uplo="U", batch_shape=lead)
+        _layout(c, [("a", n * n)] if x.dtype != np.float64 else [], [], 8)
+        return c
+    if op == "triangular_solve":
+        lower, trans = node.attr("lower"), node.attr("trans")
+        # op(a) x = b is xᵀ op(a)ᵀ = bᵀ: the row-major buffers read column-major are aᵀ and bᵀ
+        return LapackCall(node, op, routine, _batch(lead), n, n, dtype=x.dtype.str, uplo="U" if lower else "L",
+                          trans=trans, unit=node.attr("unit_diagonal"), nrhs=node.shape[-1], batch_shape=lead)
+    c = LapackCall(node, op, routine, _batch(lead), n, n, dtype=x.dtype.str, batch_shape=lead)
+    _layout(c, [("a", n * n)], [("ipiv", n)], x.dtype.itemsize)
+    return c
+
+
 @dataclass(eq=False)
 class LapackPlan:
     """The LAPACK calls of a program and their arena space.
@@ -181,7 +245,8 @@ class LapackPlan:
     Attributes:
         calls: node -> its `LapackCall`, numbered in `order` (the status names call i + 1).
         order: the calls in program order.
-        status_offset: arena byte offset of the 16-byte status slot (call number + 1, info).
+        status_offset: arena byte offset of the status slot: int64 words (call number + 1, info, batch
+            index of the failing matrix, detail).
         scratch_offset: arena byte offset of the scratch all calls share (they run one after the other).
         arena_bytes: the arena's new size.
     """
@@ -194,7 +259,7 @@ class LapackPlan:
 
 
 def plan_lapack(nodes: list, arena_bytes: int) -> LapackPlan | None:
-    """Plan the LAPACK calls of `nodes` (spectral nodes in program order) after an arena of `arena_bytes`.
+    """Plan the LAPACK calls of `nodes` (LAPACK-lowered nodes in program order) after an arena of `arena_bytes`.
 
     Returns:
         None without such nodes, else the plan (the arena grows by the status slot and the largest
@@ -216,14 +281,34 @@ def plan_lapack(nodes: list, arena_bytes: int) -> LapackPlan | None:
 
 def lapack_error(plan: LapackPlan, arena: np.ndarray) -> LinAlgError | None:
     """The error a call's status slot reports, or None when every LAPACK call succeeded."""
-    st = arena[plan.status_offset:plan.status_offset + 16].view(np.int64)
+    st = arena[plan.status_offset:plan.status_offset + STATUS_WORDS * 8].view(np.int64)
     if not st[0]:
         return None
     call = plan.order[int(st[0]) - 1]
     info = int(st[1])
     loc = meta(call.node).location  # the user's line that made the node (at trace time), as the evaluator says
+    if call.routine in ("potrf", "trsm", "getrf"):
+        return _factor_error(call, info, int(st[2]), int(st[3])).at(loc)
     if info == NONFINITE:
         return LinAlgError(f"{call.op}: the matrix contains NaN or infinity").at(loc)
     what = {"syevd": "the eigenvalue algorithm did not converge", "gesdd": "SVD did not converge",
             "geqrf": "QR failed"}[call.routine]
     return LinAlgError(f"{call.op}: LAPACK failed: {what} (?{call.routine} info = {info})").at(loc)
+
+
+def _factor_error(call: LapackCall, info: int, index: int, detail: int) -> LinAlgError:
+    """The evaluator's message for a failing factorization (`symgraph.ops.factor`), naming the matrix."""
+    which = ""
+    if call.batch_shape:
+        which = f"the matrix at batch index {tuple(int(i) for i in np.unravel_index(index, call.batch_shape))}"
+    at = f" ({which})" if which else ""
+    if call.routine == "potrf":
+        if info == NONFINITE:
+            return LinAlgError(f"cholesky: the matrix is not positive definite{at}: it holds NaN or infinity")
+        return LinAlgError(f"cholesky: the matrix is not positive definite{at}, or holds NaN "
+                           f"(?potrf info = {info}: its leading minor of order {info} is not)")
+    if call.routine == "trsm":
+        what = "NaN" if detail else "zero"
+        return LinAlgError(f"triangular_solve: singular matrix: a {what} on the diagonal (position {info - 1})"
+                           f"{' of ' + which if which else ''}")
+    return LinAlgError(f"lu: LAPACK failed (?getrf info = {info}){at}")  # pragma: no cover - illegal arguments only

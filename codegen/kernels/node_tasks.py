@@ -267,7 +267,11 @@ class _TaskMaker:
                                red_op={"cumsum": "sum", "cumprod": "prod"}[n.op.name]))
 
     def lapack(self, n: Node) -> None:
-        """A spectral decomposition (eigh, svd, qr, ...): one LAPACK task over its contiguous operand."""
+        """A LAPACK-lowered node (eigh, svd, qr, cholesky, triangular_solve, lu, ...): one LAPACK task over its
+        contiguous operands (constants passed as buffers)."""
+        for x in n.inputs:
+            if x.op.name == "constant":
+                self.b.consts[x] = x.attr("value").array
         self.tasks.append(Task(TaskKind.LAPACK, n, n.shape))
 
     def piece(self, n: Node, x: Node, axis: int, start: int, pi: int) -> Task:

@@ -29,7 +29,8 @@ __all__ = ["KernelKind", "TaskKind", "Task", "Kernel", "Program", "task_roots", 
 class KernelKind(str, enum.Enum):
     """What runs a kernel: a loop nest over its domain, a matrix-product library call per task, a loop
     region (a compiled loop body called once per step, `codegen.llvm.region`), or a LAPACK routine per
-    matrix of a spectral node (eigh, svd, qr: ops whose record says `extra["lowering"] == "lapack"`)."""
+    matrix of a spectral or factorization node (eigh, svd, qr, cholesky, triangular_solve, lu: ops whose
+    record says `extra["lowering"] == "lapack"`)."""
 
     LOOP = "loop"
     GEMM = "gemm"
@@ -72,7 +73,8 @@ class TaskKind(str, enum.Enum):
               "an output of a loop region (a `scan` node): the region's compiled body called once per step; "
               "the loop's sibling outputs share one kernel")
     LAPACK = ("lapack", KernelKind.LAPACK, False, False, False,
-              "a LAPACK routine (a spectral decomposition), matrix after matrix (its operands contiguous buffers)")
+              "a LAPACK routine (a decomposition or triangular solve), matrix after matrix (its operands "
+              "contiguous buffers)")
 
     def __new__(cls, name: str, kernel: KernelKind, reduces: bool, joins: bool, fills_empty: bool,
                 doc: str) -> "TaskKind":

@@ -1,12 +1,26 @@
-"""LAPACK calls of compiled code: one spectral node (eigh, eigvalsh, svd, svdvals, qr) as a loop over its matrices.
+"""LAPACK calls of compiled code: one node (eigh, svd, qr, cholesky, triangular_solve, lu, ...) as a loop over its matrices.
 
-For each matrix of the batch, `emit_lapack` copies the row-major input into a column-major
-workspace (as NumPy's `np.linalg` does before calling LAPACK), testing it for NaN and infinity on
-the way (x - x is 0 for every finite x); calls the routine (ILP64 Fortran ABI: every argument by
-address, the hidden lengths of character arguments appended) with the workspace sizes of
-`codegen.cpu.lapack`; and writes the packed result of the op (`symgraph.ops.spectral`) in
-row-major order. A non-finite matrix or info != 0 writes (call number + 1, info) into the
-status slot that the executable reads after the call.
+`emit_lapack` loops over the matrices of the batch and emits, for each, the work of the node's
+routine (`codegen.cpu.lapack` plans the routine, workspace sizes and scratch). Every routine
+goes through one `_Call` helper: buffers of the scratch, loads and stores in the working
+precision, LAPACK's ILP64 Fortran ABI (every argument by address, the hidden lengths of
+character arguments appended), and `fail`, which writes (call number + 1, info, batch index,
+detail) into the status slot that the executable reads after the call (the first failure is
+kept). Nothing fails natively: a non-finite matrix or a bad `info` is recorded and the
+executable raises `symgraph.errors.LinAlgError` at the user's line.
+
+- The spectral routines (?syevd, ?gesdd, ?geqrf + ?orgqr) copy the row-major input into a
+  column-major float64 workspace (as NumPy's `np.linalg` does before calling LAPACK), testing it
+  for NaN and infinity on the way (x - x is 0 for every finite x), and write the packed result of
+  the op (`symgraph.ops.spectral`) in row-major order.
+- ?potrf (cholesky) factors the row-major lower triangle in place as column-major 'U' (the same
+  bytes), in the node's output buffer (float64) or a float64 scratch (float32), after the same
+  finiteness test of the triangle it reads; the strict upper triangle is zeroed.
+- ?trsm (triangular_solve) solves in place in the output, a copy of b, as the right-side solve
+  xᵀ op(a)ᵀ = bᵀ of the column-major views; a zero or NaN on the diagonal read fails first
+  (trsm itself has no `info`).
+- ?getrf (lu) factors a column-major copy and writes the packed factors and the 0-based pivots.
+- "perm" (pivots_to_permutation) applies the pivot swaps to the identity permutation.
 """
 
 from __future__ import annotations
@@ -28,17 +42,148 @@ def _c64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
+class _Call:
+    """The emission state of one LAPACK node: its buffers, working precision, batch index and status slot."""
+
+    def __init__(self, cx: LoweringContext, call: LapackCall, scratch: ir.Value, status: ir.Value, number: int,
+                 ty: ir.Type):
+        self.cx, self.call, self.scratch, self.status, self.number = cx, call, scratch, status, number
+        self.ty = ty  # the working precision of the routine's buffers
+        self.info = cx.alloca(I64, "lapack_info")
+        self.acc = cx.alloca(F64, "lapack_finite")
+        self.bi: ir.Value = _c64(0)  # the matrix being worked on
+        self.dst: ir.Value = None    # this matrix's output (set per matrix)
+
+    @property
+    def b(self) -> ir.IRBuilder:
+        return self.cx.builder
+
+    def buf(self, name: str) -> ir.Value:
+        return self.b.gep(self.scratch, [_c64(self.call.offsets[name])], source_etype=I8)
+
+    def at(self, p: ir.Value, i: ir.Value, ty: ir.Type = None) -> ir.Value:
+        return self.b.gep(p, [i], source_etype=ty or self.ty)
+
+    def load(self, p: ir.Value, i: ir.Value, ty: ir.Type = None) -> ir.Value:
+        return self.b.load(self.at(p, i, ty), typ=ty or self.ty)
+
+    def store(self, v: ir.Value, p: ir.Value, i: ir.Value, ty: ir.Type = None) -> None:
+        self.b.store(v, self.at(p, i, ty))
+
+    def convert(self, v: ir.Value, to: ir.Type) -> ir.Value:
+        """A float between the working precision and the node's dtype."""
+        if v.type == to:
+            return v
+        return self.b.fptrunc(v, to) if v.type == F64 else self.b.fpext(v, to)
+
+    def lin(self, *terms: tuple) -> ir.Value:
+        """sum of v * c over (v, c) pairs (v an ir.Value or an int)."""
+        bb = self.b
+        out = _c64(0)
+        for v, c in terms:
+            v = _c64(v) if isinstance(v, int) else v
+            out = bb.add(out, v if c == 1 else bb.mul(v, _c64(c)))
+        return out
+
+    def loop(self, lo: Any, hi: Any, body: Callable[[ir.Value], None], name: str) -> None:
+        lo = _c64(lo) if isinstance(lo, int) else lo
+        hi = _c64(hi) if isinstance(hi, int) else hi
+        for_range(self.b, lo, hi, body, name=name)
+
+    def loop2(self, rows: int, cols: int, body: Callable[[ir.Value, ir.Value], None], name: str) -> None:
+        self.loop(0, rows, lambda i: self.loop(0, cols, lambda j: body(i, j), f"{name}j"), f"{name}i")
+
+    def int_arg(self, v: int) -> ir.Value:
+        a = self.cx.alloca(I64)
+        self.b.store(_c64(v), a)
+        return a
+
+    def char_arg(self, ch: str) -> ir.Value:
+        a = self.cx.alloca(I8)
+        self.b.store(ir.Constant(I8, ord(ch)), a)
+        return a
+
+    def float_arg(self, v: float) -> ir.Value:
+        a = self.cx.alloca(self.ty)
+        self.b.store(ir.Constant(self.ty, v), a)
+        return a
+
+    def finite(self, v: ir.Value) -> None:
+        """Add v - v (0 for finite v, NaN otherwise) to the finiteness accumulator."""
+        bb = self.b
+        v = self.convert(v, F64)
+        bb.store(bb.fadd(bb.load(self.acc, typ=F64), bb.fsub(v, v)), self.acc)
+
+    def is_nonfinite(self) -> ir.Value:
+        s = self.b.load(self.acc, typ=F64)
+        return self.b.fcmp_unordered("uno", s, s)
+
+    def fail(self, code: ir.Value, detail: ir.Value = None) -> None:
+        """Record (call number + 1, code, batch index, detail) unless an earlier failure is recorded."""
+        bb = self.b
+        with bb.if_then(bb.icmp_signed("==", bb.load(self.status, typ=I64), _c64(0))):
+            bb.store(_c64(self.number + 1), self.status)
+            bb.store(code, bb.gep(self.status, [_c64(1)], source_etype=I64))
+            bb.store(self.bi, bb.gep(self.status, [_c64(2)], source_etype=I64))
+            bb.store(detail if detail is not None else _c64(0), bb.gep(self.status, [_c64(3)], source_etype=I64))
+
+    def ok(self) -> ir.Value:
+        """Whether no failure is recorded yet."""
+        return self.b.icmp_signed("==", self.b.load(self.status, typ=I64), _c64(0))
+
+    def fortran(self, routine: str, args: list, nchars: int, check: str | None = "nonzero") -> None:
+        """Call `routine` in the working precision; check "nonzero" / "negative" fails on such an info
+        (the last argument must then be `self.info`), None: the routine has no info."""
+        dtype = np.float64 if self.ty == F64 else np.float32
+        fn = self.cx.function(symbol(routine, dtype), VOID, [PTR] * len(args) + [I64] * nchars)
+        self.b.call(fn, args + [_c64(1)] * nchars)
+        if check is None:
+            return
+        bb = self.b
+        code = bb.load(self.info, typ=I64)
+        with bb.if_then(bb.icmp_signed("!=" if check == "nonzero" else "<", code, _c64(0)), likely=False):
+            self.fail(code)
+
+
 def emit_lapack(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], ir.Value], scratch: ir.Value,
                 status: ir.Value, number: int) -> None:
-    """Emit the LAPACK work of one spectral node (`call`), reading its input's buffer and writing its own.
+    """Emit the LAPACK work of one node (`call`), reading its inputs' buffers and writing its own.
 
     Args:
         scratch: the arena's shared LAPACK scratch (`codegen.cpu.lapack.LapackPlan.scratch_offset`).
-        status: the 16-byte status slot; number: this call's index in the plan.
+        status: the status slot; number: this call's index in the plan.
 
     Raises:
-        UnsupportedOpError: empty matrices (compiled code leaves them to the evaluator).
+        UnsupportedOpError: empty matrices of a spectral op (compiled code leaves them to the evaluator).
     """
+    node = call.node
+    if call.routine in _FACTOR:
+        if call.batch == 0 or node.size == 0 or call.n == 0:
+            return  # nothing to compute (an empty output)
+        ty = F64 if call.routine == "potrf" else ll_type(np.dtype(call.dtype))
+        if call.routine == "perm":
+            ty = ll_type(node.dtype)
+        e = _Call(cx, call, scratch, status, number, ty)
+        srcs = [ptr_of(x) for x in node.inputs]
+        dst = ptr_of(node)
+        sizes = [x.size // call.batch for x in node.inputs]
+        out_size = node.size // call.batch
+        tio = ll_type(node.dtype)
+
+        def one(bi: ir.Value) -> None:
+            e.bi = bi
+            bb = cx.builder
+            ptrs = [bb.gep(p, [bb.mul(bi, _c64(sz))], source_etype=tio) for p, sz in zip(srcs, sizes)]
+            e.dst = bb.gep(dst, [bb.mul(bi, _c64(out_size))], source_etype=tio)
+            _FACTOR[call.routine](e, tio, *ptrs)
+
+        for_range(cx.builder, _c64(0), _c64(call.batch), one, name="lb")
+        return
+    _emit_spectral(cx, call, ptr_of, scratch, status, number)
+
+
+def _emit_spectral(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], ir.Value], scratch: ir.Value,
+                   status: ir.Value, number: int) -> None:
     node = call.node
     x = node.inputs[0]
     m, n = call.m, call.n
@@ -47,153 +192,202 @@ def emit_lapack(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], i
                                  f"backend='numpy'")
     if call.batch == 0:
         return
-    b = cx.builder
-    ty = F64      # the workspace: NumPy computes float32 input in float64 (np.linalg's `_commonType`)
+    e = _Call(cx, call, scratch, status, number, F64)  # NumPy computes float32 input in float64 (`_commonType`)
     tio = ll_type(x.dtype)
     src_base, dst_base = ptr_of(x), ptr_of(node)
     in_size, out_size = m * n, node.size // call.batch
 
-    def buf(name: str) -> ir.Value:
-        return cx.builder.gep(scratch, [_c64(call.offsets[name])], source_etype=I8)
-
-    def at(p: ir.Value, i: ir.Value) -> ir.Value:
-        return cx.builder.gep(p, [i], source_etype=ty)
-
-    def load(p: ir.Value, i: ir.Value) -> ir.Value:
-        return cx.builder.load(at(p, i), typ=ty)
-
-    def store(v: ir.Value, p: ir.Value, i: ir.Value) -> None:
-        cx.builder.store(v, at(p, i))
-
     def put(v: ir.Value, i: ir.Value) -> None:
         """Element i of this matrix's output (converted to the node's dtype)."""
-        bb = cx.builder
-        if tio != ty:
-            v = bb.fptrunc(v, tio)
-        bb.store(v, bb.gep(dst_of[0], [i], source_etype=tio))
-
-    def lin(*terms: tuple) -> ir.Value:
-        """sum of v * c over (v, c) pairs (v an ir.Value or an int)."""
-        bb = cx.builder
-        out = _c64(0)
-        for v, c in terms:
-            v = _c64(v) if isinstance(v, int) else v
-            out = bb.add(out, v if c == 1 else bb.mul(v, _c64(c)))
-        return out
-
-    def loop2(rows: int, cols: int, body: Callable[[ir.Value, ir.Value], None], name: str) -> None:
-        for_range(cx.builder, _c64(0), _c64(rows),
-                  lambda i: for_range(cx.builder, _c64(0), _c64(cols), lambda j: body(i, j), name=f"{name}j"),
-                  name=f"{name}i")
-
-    def int_arg(v: int) -> ir.Value:
-        a = cx.alloca(I64)
-        cx.builder.store(_c64(v), a)
-        return a
-
-    def char_arg(ch: str) -> ir.Value:
-        a = cx.alloca(I8)
-        cx.builder.store(ir.Constant(I8, ord(ch)), a)
-        return a
-
-    info = cx.alloca(I64, "lapack_info")
-    acc = cx.alloca(ty, "lapack_finite")
-
-    def fail(code: ir.Value) -> None:  # the first failure of the call is kept
-        bb = cx.builder
-        with bb.if_then(bb.icmp_signed("==", bb.load(status, typ=I64), _c64(0))):
-            bb.store(_c64(number + 1), status)
-            bb.store(code, bb.gep(status, [_c64(1)], source_etype=I64))
-
-    def fortran(routine: str, args: list, nchars: int) -> None:
-        fn = cx.function(symbol(routine, np.float64), VOID, [PTR] * len(args) + [I64] * nchars)
-        cx.builder.call(fn, args + [_c64(1)] * nchars)
-        bb = cx.builder
-        code = bb.load(info, typ=I64)
-        with bb.if_then(bb.icmp_signed("!=", code, _c64(0)), likely=False):
-            fail(code)
-
-    dst_of = [None]
+        e.store(e.convert(v, tio), e.dst, i, tio)
 
     def one(bi: ir.Value) -> None:
+        e.bi = bi
         bb = cx.builder
         src = bb.gep(src_base, [bb.mul(bi, _c64(in_size))], source_etype=tio)
-        dst_of[0] = bb.gep(dst_base, [bb.mul(bi, _c64(out_size))], source_etype=tio)
-        a = buf("a")
-        bb.store(ir.Constant(ty, 0.0), acc)
+        e.dst = bb.gep(dst_base, [bb.mul(bi, _c64(out_size))], source_etype=tio)
+        a = e.buf("a")
+        bb.store(ir.Constant(F64, 0.0), e.acc)
 
         def copy(i: ir.Value, j: ir.Value) -> None:  # a[j*m + i] = src[i*n + j]
-            b2 = cx.builder
-            v = b2.load(b2.gep(src, [lin((i, n), (j, 1))], source_etype=tio), typ=tio)
-            if tio != ty:
-                v = b2.fpext(v, ty)
-            b2.store(b2.fadd(b2.load(acc, typ=ty), b2.fsub(v, v)), acc)
-            store(v, a, lin((j, m), (i, 1)))
+            v = e.convert(e.load(src, e.lin((i, n), (j, 1)), tio), F64)
+            e.finite(v)
+            e.store(v, a, e.lin((j, m), (i, 1)))
 
-        loop2(m, n, copy, "lcp")
-        bb = cx.builder
-        s = bb.load(acc, typ=ty)
-        with bb.if_else(bb.fcmp_unordered("uno", s, s), likely=False) as (bad, good):
+        e.loop2(m, n, copy, "lcp")
+        with cx.builder.if_else(e.is_nonfinite(), likely=False) as (bad, good):
             with bad:
-                fail(_c64(NONFINITE))
+                e.fail(_c64(NONFINITE))
             with good:
-                _ROUTINES[call.routine](cx, call, a, put, buf, load, store, lin, loop2, int_arg, char_arg, fortran,
-                                        info, ty)
+                _SPECTRAL[call.routine](e, a, put)
 
-    for_range(b, _c64(0), _c64(call.batch), one, name="lb")
+    for_range(cx.builder, _c64(0), _c64(call.batch), one, name="lb")
 
 
-def _syevd(cx, call, a, put, buf, load, store, lin, loop2, int_arg, char_arg, fortran, info, ty) -> None:
+# ----- the spectral routines: a is the column-major float64 copy, put(v, i) writes output element i -----
+
+
+def _syevd(e: _Call, a: ir.Value, put: Callable) -> None:
+    call = e.call
     n = call.n
-    w, work, iwork = buf("w"), buf("work"), buf("iwork")
-    fortran("syevd", [char_arg(call.jobz), char_arg(call.uplo), int_arg(n), a, int_arg(n), w, work,
-                      int_arg(call.lwork), iwork, int_arg(call.liwork), info], 2)
-    for_range(cx.builder, _c64(0), _c64(n), lambda j: put(load(w, j), j), name="lw")
+    w, work, iwork = e.buf("w"), e.buf("work"), e.buf("iwork")
+    e.fortran("syevd", [e.char_arg(call.jobz), e.char_arg(call.uplo), e.int_arg(n), a, e.int_arg(n), w, work,
+                        e.int_arg(call.lwork), iwork, e.int_arg(call.liwork), e.info], 2)
+    e.loop(0, n, lambda j: put(e.load(w, j), j), "lw")
     if call.jobz == "V":  # rows 1..n: V[i][j] = a[j*n + i]
-        loop2(n, n, lambda i, j: put(load(a, lin((j, n), (i, 1))), lin((i, n), (j, 1), (n, 1))), "lv")
+        e.loop2(n, n, lambda i, j: put(e.load(a, e.lin((j, n), (i, 1))), e.lin((i, n), (j, 1), (n, 1))), "lv")
 
 
-def _gesdd(cx, call, a, put, buf, load, store, lin, loop2, int_arg, char_arg, fortran, info, ty) -> None:
+def _gesdd(e: _Call, a: ir.Value, put: Callable) -> None:
+    call = e.call
     m, n = call.m, call.n
     k = min(m, n)
-    s, u, vt, work, iwork = buf("s"), buf("u"), buf("vt"), buf("work"), buf("iwork")
+    s, u, vt, work, iwork = e.buf("s"), e.buf("u"), e.buf("vt"), e.buf("work"), e.buf("iwork")
     ldu = m if call.jobz != "N" else 1
     ldvt = call.vtrows if call.jobz != "N" else 1
-    fortran("gesdd", [char_arg(call.jobz), int_arg(m), int_arg(n), a, int_arg(m), s, u, int_arg(ldu), vt,
-                      int_arg(ldvt), work, int_arg(call.lwork), iwork, info], 1)
+    e.fortran("gesdd", [e.char_arg(call.jobz), e.int_arg(m), e.int_arg(n), a, e.int_arg(m), s, u, e.int_arg(ldu),
+                        vt, e.int_arg(ldvt), work, e.int_arg(call.lwork), iwork, e.info], 1)
     if call.jobz == "N":
-        for_range(cx.builder, _c64(0), _c64(k), lambda j: put(load(s, j), j), name="ls")
+        e.loop(0, k, lambda j: put(e.load(s, j), j), "ls")
         return
     p = call.node.shape[-1]
     if call.jobz == "A" and p * (m + 1 + n) > 0:  # padded columns: zero the whole output first
-        zero = ir.Constant(ty, 0.0)
-        for_range(cx.builder, _c64(0), _c64(p * (m + 1 + n)), lambda i: put(zero, i), name="lz")
+        zero = ir.Constant(F64, 0.0)
+        e.loop(0, p * (m + 1 + n), lambda i: put(zero, i), "lz")
     # rows 0..m-1: U[i][j] = u[j*m + i]; row m: s; rows m+1..: V[i][j] = Vt[j][i] = vt[i*ldvt + j]
-    loop2(m, call.ucols, lambda i, j: put(load(u, lin((j, m), (i, 1))), lin((i, p), (j, 1))), "lu")
-    for_range(cx.builder, _c64(0), _c64(k), lambda j: put(load(s, j), lin((m * p, 1), (j, 1))), name="ls")
-    loop2(n, call.vtrows, lambda i, j: put(load(vt, lin((i, ldvt), (j, 1))),
-                                             lin(((m + 1) * p, 1), (i, p), (j, 1))), "lv")
+    e.loop2(m, call.ucols, lambda i, j: put(e.load(u, e.lin((j, m), (i, 1))), e.lin((i, p), (j, 1))), "lu")
+    e.loop(0, k, lambda j: put(e.load(s, j), e.lin((m * p, 1), (j, 1))), "ls")
+    e.loop2(n, call.vtrows, lambda i, j: put(e.load(vt, e.lin((i, ldvt), (j, 1))),
+                                               e.lin(((m + 1) * p, 1), (i, p), (j, 1))), "lv")
 
 
-def _geqrf(cx, call, a, put, buf, load, store, lin, loop2, int_arg, char_arg, fortran, info, ty) -> None:
+def _geqrf(e: _Call, a: ir.Value, put: Callable) -> None:
+    call = e.call
     m, n, q = call.m, call.n, call.q
     k = min(m, n)
-    tau, qbuf, work = buf("tau"), buf("qbuf"), buf("work")
+    tau, qbuf, work = e.buf("tau"), e.buf("qbuf"), e.buf("work")
     lwork = max(call.lwork, call.lwork2)
-    fortran("geqrf", [int_arg(m), int_arg(n), a, int_arg(m), tau, work, int_arg(lwork), info], 0)
-    zero = ir.Constant(ty, 0.0)
+    e.fortran("geqrf", [e.int_arg(m), e.int_arg(n), a, e.int_arg(m), tau, work, e.int_arg(lwork), e.info], 0)
+    zero = ir.Constant(F64, 0.0)
 
     def r_t(j: ir.Value, i: ir.Value) -> None:  # rows m..m+n-1: R^T[j][i] = R[i][j] = a[j*m + i] for i <= j
-        bb = cx.builder
-        v = bb.select(bb.icmp_signed("<=", i, j), load(a, lin((j, m), (i, 1))), zero)
-        put(v, lin((m * q, 1), (j, q), (i, 1)))
+        bb = e.b
+        v = bb.select(bb.icmp_signed("<=", i, j), e.load(a, e.lin((j, m), (i, 1))), zero)
+        put(v, e.lin((m * q, 1), (j, q), (i, 1)))
 
-    loop2(n, q, r_t, "lr")  # i <= j < n and i < q <= m for every stored nonzero
+    e.loop2(n, q, r_t, "lr")  # i <= j < n and i < q <= m for every stored nonzero
     # Q: the first min(n, q) reflector columns, then ?orgqr in place (columns past k become identity columns)
     ncopy = min(n, q)
-    for_range(cx.builder, _c64(0), _c64(m * ncopy), lambda i: store(load(a, i), qbuf, i), name="lq")
-    fortran("orgqr", [int_arg(m), int_arg(q), int_arg(k), qbuf, int_arg(m), tau, work, int_arg(lwork), info], 0)
-    loop2(m, q, lambda i, j: put(load(qbuf, lin((j, m), (i, 1))), lin((i, q), (j, 1))), "lQ")
+    e.loop(0, m * ncopy, lambda i: e.store(e.load(a, i), qbuf, i), "lq")
+    e.fortran("orgqr", [e.int_arg(m), e.int_arg(q), e.int_arg(k), qbuf, e.int_arg(m), tau, work, e.int_arg(lwork),
+                        e.info], 0)
+    e.loop2(m, q, lambda i, j: put(e.load(qbuf, e.lin((j, m), (i, 1))), e.lin((i, q), (j, 1))), "lQ")
 
 
-_ROUTINES = {"syevd": _syevd, "gesdd": _gesdd, "geqrf": _geqrf}
+_SPECTRAL = {"syevd": _syevd, "gesdd": _gesdd, "geqrf": _geqrf}
+
+
+# ----- the factorizations: (e, the node's element type, pointers to this matrix of each input) -----
+
+
+def _potrf(e: _Call, tio: ir.Type, src: ir.Value) -> None:
+    """L of a = L Lᵀ from a's lower triangle: ?potrf 'U' on the same bytes read column-major."""
+    n = e.call.n
+    inplace = tio == F64
+    w = e.dst if inplace else e.buf("a")
+    bb = e.b
+    bb.store(ir.Constant(F64, 0.0), e.acc)
+
+    def copy(i: ir.Value) -> None:  # the lower triangle, row by row: w[i*n + j] = a[i*n + j], j <= i
+        def el(j: ir.Value) -> None:
+            k = e.lin((i, n), (j, 1))
+            v = e.convert(e.load(src, k, tio), F64)
+            e.finite(v)
+            e.store(v, w, k, F64)
+        e.loop(0, e.b.add(i, _c64(1)), el, "lcj")
+
+    e.loop(0, n, copy, "lci")
+    with e.b.if_else(e.is_nonfinite(), likely=False) as (bad, good):
+        with bad:
+            e.fail(_c64(NONFINITE))
+        with good:
+            e.fortran("potrf", [e.char_arg("U"), e.int_arg(n), w, e.int_arg(n), e.info], 1)
+    # the factor's diagonal is finite whenever ?potrf succeeds on a finite matrix, unless it overflowed
+    e.b.store(ir.Constant(F64, 0.0), e.acc)
+    e.loop(0, n, lambda i: e.finite(e.load(w, e.lin((i, n + 1)), F64)), "ld")
+    with e.b.if_then(e.is_nonfinite(), likely=False):
+        e.fail(_c64(NONFINITE))
+    zero = ir.Constant(tio, 0.0)
+
+    def out_row(i: ir.Value) -> None:  # the strict upper triangle zeroed (and the factor rounded to float32)
+        if not inplace:
+            e.loop(0, e.b.add(i, _c64(1)),
+                   lambda j: e.store(e.convert(e.load(w, e.lin((i, n), (j, 1)), F64), tio), e.dst,
+                                     e.lin((i, n), (j, 1)), tio), "loj")
+        e.loop(e.b.add(i, _c64(1)), n, lambda j: e.store(zero, e.dst, e.lin((i, n), (j, 1)), tio), "lzj")
+
+    e.loop(0, n, out_row, "loi")
+
+
+def _trsm(e: _Call, tio: ir.Type, a: ir.Value, b: ir.Value) -> None:
+    """x with op(a) x = b: ?trsm side 'R' on xᵀ op(a)ᵀ = bᵀ, in place in the output (a copy of b)."""
+    call = e.call
+    n, k = call.n, call.nrhs
+    if not call.unit:  # trsm divides by the diagonal without a check: a zero or NaN fails first
+        def diag(p: ir.Value) -> None:
+            b2 = e.b
+            d = e.load(a, e.lin((p, n + 1)), tio)
+            nan = b2.fcmp_unordered("uno", d, d)
+            bad = b2.or_(b2.fcmp_ordered("==", d, ir.Constant(tio, 0.0)), nan)
+            with b2.if_then(bad, likely=False):
+                e.fail(e.b.add(p, _c64(1)), e.b.zext(nan, I64))
+        e.loop(0, n, diag, "ld")
+    e.loop(0, n * k, lambda i: e.store(e.load(b, i, tio), e.dst, i, tio), "lcp")
+    with e.b.if_then(e.ok()):
+        e.fortran("trsm", [e.char_arg("R"), e.char_arg(call.uplo), e.char_arg("T" if call.trans else "N"),
+                           e.char_arg("U" if call.unit else "N"), e.int_arg(k), e.int_arg(n), e.float_arg(1.0), a,
+                           e.int_arg(n), e.dst, e.int_arg(max(k, 1))], 4, check=None)
+
+
+def _getrf(e: _Call, tio: ir.Type, src: ir.Value) -> None:
+    """P a = L U: ?getrf on a column-major copy; rows [:n] the packed factors, row n the 0-based pivots."""
+    n = e.call.n
+    w, ipiv = e.buf("a"), e.buf("ipiv")
+    e.loop2(n, n, lambda i, j: e.store(e.load(src, e.lin((i, n), (j, 1))), w, e.lin((j, n), (i, 1))), "lcp")
+    # info > 0 is an exactly singular U (a zero on its diagonal): not an error of lu (det reads 0)
+    e.fortran("getrf", [e.int_arg(n), e.int_arg(n), w, e.int_arg(n), ipiv, e.info], 0, check="negative")
+    e.loop2(n, n, lambda i, j: e.store(e.load(w, e.lin((j, n), (i, 1))), e.dst, e.lin((i, n), (j, 1))), "lo")
+    e.loop(0, n, lambda j: e.store(e.b.sitofp(e.b.sub(e.load(ipiv, j, I64), _c64(1)), tio), e.dst,
+                                   e.lin((n * n, 1), (j, 1))), "lp")
+
+
+def _perm(e: _Call, tio: ir.Type, src: ir.Value) -> None:
+    """The permutation of LAPACK's 0-based pivot swaps: perm = identity, then swap perm[i], perm[ipiv[i]]."""
+    n = e.call.n
+    signed = np.dtype(e.call.dtype).kind == "i"
+    width = tio.width
+
+    def to64(v: ir.Value) -> ir.Value:
+        if width == 64:
+            return v
+        return e.b.sext(v, I64) if signed else e.b.zext(v, I64)
+
+    def from64(v: ir.Value) -> ir.Value:
+        return v if width == 64 else e.b.trunc(v, tio)
+
+    e.loop(0, n, lambda i: e.store(from64(i), e.dst, i, tio), "li")
+
+    def swap(i: ir.Value) -> None:
+        bb = e.b
+        j = to64(e.load(src, i, tio))
+        if signed:
+            j = bb.select(bb.icmp_signed("<", j, _c64(0)), _c64(0), j)
+        j = bb.select(bb.icmp_unsigned(">", j, _c64(n - 1)), _c64(n - 1), j)  # out-of-range pivots clamp
+        pi, pj = e.load(e.dst, i, tio), e.load(e.dst, j, tio)
+        e.store(pj, e.dst, i, tio)
+        e.store(pi, e.dst, j, tio)
+
+    e.loop(0, n, swap, "ls")
+
+
+_FACTOR = {"potrf": _potrf, "trsm": _trsm, "getrf": _getrf, "perm": _perm}

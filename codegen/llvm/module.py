@@ -29,6 +29,7 @@ from symgraph.passes.cost import node_flops
 from ..cpu import blas as cpu_blas
 from ..cpu import pool as cpu_pool
 from ..cpu.abi import ARRAY_DATA_OFFSET, OBJECT_ABI, TUPLE_ITEMS_OFFSET
+from ..cpu.lapack import STATUS_WORDS
 from ..jit import has_avx512
 from ..kernels.buffers import BufferPlan
 from ..kernels.expr import Expr, expr_weight
@@ -400,7 +401,7 @@ class _Entry:
         if lapack is not None:  # the LAPACK status slot, zeroed (the executable reads it after the call)
             self.status = b.gep(self.arena_base, [ir.Constant(I64, lapack.status_offset)], source_etype=I8)
             self.scratch = b.gep(self.arena_base, [ir.Constant(I64, lapack.scratch_offset)], source_etype=I8)
-            for i in range(2):
+            for i in range(STATUS_WORDS):
                 b.store(ir.Constant(I64, 0), b.gep(self.status, [ir.Constant(I64, i)], source_etype=I64))
 
     def _item(self, tup: ir.Value, k: int) -> ir.Value:
@@ -443,7 +444,7 @@ class _Entry:
         info["kernels"].append("gemm")
 
     def lapack_call(self, ki: int, k: Kernel) -> None:
-        """A LAPACK kernel: each spectral node's routine, matrix after matrix (`codegen.llvm.lapack`)."""
+        """A LAPACK kernel: each node's routine (spectral, factorization), matrix after matrix (`codegen.llvm.lapack`)."""
         for t in k.tasks:
             call = self.lapack.calls[t.node]
             emit_lapack(self.cx, call, self.ptr_of, self.scratch, self.status, call.number)

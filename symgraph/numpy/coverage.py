@@ -41,8 +41,8 @@ END = "<!-- end of the coverage table -->"
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "tracing.md"
 
 # Probe arguments: "x" a float64 (3,) input, "m" a (3, 3) one, "t" a (2, 3, 3) one, "s" a 0-d one, "i" an
-# int64 (3,) one, "b" a bool (3,) one (all traced); anything else is passed as is (static). The first list
-# that traces is the probe of a name.
+# int64 (3,) one, "b" a bool (3,) one, "p" a positive definite (3, 3) one (all traced); anything else is
+# passed as is (static). The first list that traces is the probe of a name.
 _GENERIC: tuple[tuple, ...] = (
     ("x",), ("x", "x"), ("x", "x", "x"), ("m",), ("m", "m"), (["x", "x"],), ("x", 0), ("m", 0), ("m", 0, 1),
     ("x", (3,)), ("x", (1, 3)), ("x", [0, 1]), ("s", "s"), ("s", "s", 5), ("i,i", "x", "x"),
@@ -59,6 +59,9 @@ _PROBES: dict[str, tuple] = {
     "np.put_along_axis": ("x", _np.array([0, 2]), 1.0, 0),
     "np.linalg.matrix_power": ("m", 3),
     "np.linalg.matrix_rank": ("m",),
+    # the factorizations fail on the singular "m": a positive definite matrix
+    "np.linalg.cholesky": ("p",), "np.linalg.inv": ("p",), "np.linalg.det": ("p",), "np.linalg.slogdet": ("p",),
+    "np.linalg.solve": ("p", "x"),
 }
 
 
@@ -121,12 +124,14 @@ def _public_name(key: Any) -> tuple[str, str]:
 
 
 _SLOTS = {"x": ((3,), "f"), "m": ((3, 3), "f"), "t": ((2, 3, 3), "f"), "s": ((), "f"), "i": ((3,), "i"),
-          "b": ((3,), "b")}
+          "b": ((3,), "b"), "p": ((3, 3), "p")}
 
 
 def _values(slot: tuple) -> _np.ndarray:
     shape, kind = slot
     v = _np.linspace(0.2, 0.9, int(_np.prod(shape, dtype=_np.int64))).reshape(shape)
+    if kind == "p":  # symmetric positive definite (the "m" values are a singular matrix)
+        return v @ v.T + _np.eye(shape[-1])
     return v if kind == "f" else (v > 0.5 if kind == "b" else _np.arange(v.size).reshape(shape) + 1)
 
 

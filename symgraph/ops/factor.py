@@ -14,6 +14,10 @@ explicit at trace time), float32 and float64:
 - ``pivots_to_permutation(ipiv)``: the row permutation the pivot swaps make (perm[i] is the row
   of a that is row i of P a); integers, no derivative.
 
+Compiled code (the LLVM backend) calls LAPACK for each (``extra={"lowering": "lapack"}``:
+?potrf, ?trsm, ?getrf from NumPy's bundled OpenBLAS, batched in native loops; see
+codegen/cpu/lapack.py), with the same errors raised after the call.
+
 Everything else (solve, inv, det, slogdet, cho_solve, lu_solve) is composed of these at trace
 time, so derivatives are graphs of the same primitives and differentiate again. Failures on
 values raise `symgraph.errors.LinAlgError`: cholesky of a matrix that is not positive definite
@@ -58,6 +62,11 @@ def _float(d, *rest, op: str):
         if np.dtype(e) != d:
             raise DTypeError(f"{op}: operand {i} has dtype {e}, operand 0 has {d}")
     return d
+
+
+#: The lowering fact of every op here: compiled code runs it as LAPACK calls, matrix after matrix
+#: (?potrf, ?trsm, ?getrf; pivots_to_permutation as native swaps): codegen/cpu/lapack.py, codegen/llvm/lapack.py.
+_LAPACK = {"lowering": "lapack"}
 
 
 def _batch_size(shape: tuple) -> int:
@@ -196,7 +205,7 @@ register(Op("cholesky", 1, "opaque", _cholesky_shape, lambda d: _float(d, op="ch
             _cholesky_vjp, _cholesky_jvp,
             doc="lower Cholesky factor of each matrix (..., n, n), reading its lower triangle (LAPACK potrf)",
             flops=lambda node: _batch_size(node.shape[:-2]) * node.shape[-1] ** 3 // 3,
-            batch=lambda node, bargs, size: rebind(node, [bargs[0]])))
+            batch=lambda node, bargs, size: rebind(node, [bargs[0]]), extra=_LAPACK))
 
 
 # ----- triangular_solve -----
@@ -294,7 +303,7 @@ register(Op("triangular_solve", 2, "opaque", _trisolve_shape, _trisolve_dtype, _
             doc="x with op(a) x = b for triangular a (..., n, n) and b (..., n, k); attrs lower, trans, "
                 "unit_diagonal (BLAS trsm); a zero or NaN on the diagonal read raises LinAlgError",
             flops=lambda node: _batch_size(node.shape[:-2]) * node.shape[-2] ** 2 * node.shape[-1],
-            batch=_trisolve_batch))
+            batch=_trisolve_batch, extra=_LAPACK))
 
 
 # ----- lu -----
@@ -382,7 +391,7 @@ register(Op("lu", 1, "opaque", _lu_shape, _lu_dtype, _lu_impl, _lu_vjp, _lu_jvp,
             doc="LU with partial pivoting of each matrix (..., n, n) -> (..., n + 1, n): rows [:n] the packed "
                 "factors (scipy's lu_factor), row n LAPACK's 0-based pivot indices as floats (LAPACK getrf)",
             flops=lambda node: 2 * _batch_size(node.shape[:-2]) * node.shape[-1] ** 3 // 3,
-            batch=lambda node, bargs, size: rebind(node, [bargs[0]])))
+            batch=lambda node, bargs, size: rebind(node, [bargs[0]]), extra=_LAPACK))
 
 
 # ----- pivots_to_permutation -----
@@ -418,7 +427,7 @@ register(Op("pivots_to_permutation", 1, "opaque", _p2p_shape, _p2p_dtype, _p2p_i
             doc="the row permutation of LAPACK's 0-based pivot swaps (..., n): perm[i] is the row that ends at i "
                 "(out-of-range pivots clamp)",
             flops=lambda node: node.size,
-            batch=lambda node, bargs, size: rebind(node, [bargs[0]])))
+            batch=lambda node, bargs, size: rebind(node, [bargs[0]]), extra=_LAPACK))
 
 
 # ----- compositions shared by symgraph.numpy.linalg and symgraph.scipy.linalg -----
