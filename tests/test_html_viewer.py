@@ -36,6 +36,21 @@ def small(x, w):
     return np.sum(np.sqrt(h * h + 1.0))
 
 
+def scan_loss(x, w):
+    def step(c, xi):
+        c = np.tanh(c * w + xi)  # the step line
+        return c, np.sin(c)
+
+    c, ys = sg.scan(step, x, np.ones((5, 3)))
+
+    def body(i, v):
+        return sg.cond(np.sum(v) > 0, lambda u: u * 0.5, np.exp, v)
+
+    c = sg.fori_loop(0, 3, body, c)
+    c = sg.while_loop(lambda v: np.sum(v) < 10.0, lambda v: v * 2.0 + 1.0, c)
+    return np.sum(c) + np.sum(ys)
+
+
 def chain_loss(x, w, n=700):
     for i in range(n):
         x = np.tanh(x * w + 0.1 * i) + np.sin(x)
@@ -168,7 +183,9 @@ def test_render_cli_and_dump_stage_write_html(small_graph, tmp_path, monkeypatch
     p = small_graph.render(str(tmp_path / "r.html"))
     assert _data(open(p, encoding="utf-8").read())["n"] == len(viz.node_ids(small_graph))
     src = tmp_path / "model.py"
-    src.write_text("import numpy as np\n\ndef loss(x):\n    return np.sum(np.tanh(x) ** 2)\n")
+    src.write_text("import numpy as np\nimport symgraph as sg\n\ndef loss(x):\n"
+                   "    x = sg.fori_loop(0, 4, lambda i, v: np.sin(v) * 0.9, x)\n"
+                   "    return np.sum(np.tanh(x) ** 2)\n")
     out = tmp_path / "grad.html"
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-m", "symgraph", "dump", f"{src}:loss", "--shapes", "3", "--grad",
@@ -176,10 +193,82 @@ def test_render_cli_and_dump_stage_write_html(small_graph, tmp_path, monkeypatch
     assert r.returncode == 0, r.stderr
     d = _data(out.read_text(encoding="utf-8"))
     assert "tanh" in d["ops"] and any(ro["name"] == "backward" for ro in d["roles"])
-    assert any(d["locs"][k].startswith("model.py:4 ") for k in d["loc"] if k >= 0)  # the user's file
+    assert any(d["locs"][k].startswith("model.py:6 ") for k in d["loc"] if k >= 0)  # the user's file
+    # the loop (and its reverse loop) are regions whose bodies are in the page, with the body's line
+    loops = [r for r in d["regions"] if r["loop"]]
+    assert len(loops) >= 2 and all(r["loop"]["body"] >= 2 for r in loops)
+    assert any(d["locs"][d["loc"][i]].startswith("model.py:5 ") for i in range(d["n"])
+               if d["ops"][d["op"][i]] == "sin")
     monkeypatch.setenv("SYMGRAPH_DUMP", str(tmp_path / "dumps"))
     written = viz.dump_stage("traced", small_graph)
     assert any(w.endswith("-traced.html") for w in written)
+
+
+def _loop_regions(d: dict) -> dict[str, int]:
+    return {r["loop"]["name"]: k for k, r in enumerate(d["regions"]) if r["loop"]}
+
+
+def _inside(d: dict, r: int, k: int) -> bool:
+    while r >= 0 and r != k:
+        r = d["regions"][r]["parent"]
+    return r == k
+
+
+def test_loop_bodies_are_regions_with_their_carries():
+    g = sg.trace(scan_loss, np.ones(3), np.ones(3))
+    d = html_data(g)
+    loops = _loop_regions(d)
+    assert sorted(loops) == ["cond", "scan(body)", "scan(step)", "while_loop(<lambda>)"]
+    assert d["n_graph"] == len(viz.node_ids(g)) and d["n"] > d["n_graph"]
+    # a topological numbering: every drawn edge goes forward (loop bodies come before their loop nodes)
+    assert all(j < i for i, ins in enumerate(d["ins"]) for j in ins)
+    step = next(n for n in g.toposort() if n.op.name == "scan" and n.attr("region").name == "scan(step)")
+    region = step.attr("region")
+    r = loops["scan(step)"]
+    info = d["regions"][r]["loop"]
+    assert info["op"] == "scan" and info["steps"] == 5 and info["body"] == len(viz.node_ids(region.body))
+    assert d["regions"][r]["parent"] == -1
+    body = [i for i in range(d["n"]) if _inside(d, d["region"][i], r) and i not in info["sibs"]]
+    assert len(body) == info["body"]
+    assert sorted(d["ops"][d["op"][i]] for i in body) == sorted(n.op.name for n in viz.node_ids(region.body))
+    line = scan_loss.__code__.co_firstlineno + 2
+    tanh = next(i for i in body if d["ops"][d["op"][i]] == "tanh")
+    assert d["locs"][d["loc"][tanh]].startswith(f"test_html_viewer.py:{line} ")
+    port = {int(k): v for k, v in d["port"].items()}
+    # carry in/out marked; the body's inputs are drawn reading the loop node's inputs; the loop nodes read
+    # the body's outputs, and keep their real inputs in `args`
+    assert sorted(port[i] for i in body if d["ops"][d["op"][i]] == "input") == [
+        "carry in 0", "const 0 (closed over)", "x 0 (one step's slice)"]
+    assert "carry out 0" in port[tanh]
+    ids = viz.node_ids(g)
+    sib = {d["ids"][i]: i for i in info["sibs"]}
+    assert sorted(sib) == sorted(ids[n] for n in g.toposort() if n.op.name == "scan" and n.attr("region") is region)
+    s0 = sib[ids[step]]
+    assert d["args"][str(s0)] == [d["ids"].index(ids[x]) for x in step.inputs]
+    assert port[s0].startswith(("final carry", "ys"))
+    carry_in = next(i for i in body if port.get(i) == "carry in 0")
+    assert d["ins"][carry_in] == [d["ids"].index(ids[step.inputs[region.nc]])] and d["args"][str(carry_in)] == []
+    assert str(d["ids"][carry_in]).startswith(f"{min(sib)}/")
+    # nesting: the cond is inside the fori_loop's body; the while loop marks its condition
+    assert d["regions"][loops["cond"]]["parent"] == loops["scan(body)"]
+    assert "condition" in port.values() and "branch 1 output 0" in port.values()
+
+
+def test_rolled_loops_are_regions_in_the_dumped_stage(tmp_path, monkeypatch):
+    def plain(x, w):
+        for _ in range(10):
+            x = np.tanh(x * w)
+        return np.sum(x)
+
+    monkeypatch.setenv("SYMGRAPH_DUMP", str(tmp_path))
+    cf = sg.compile(sg.grad(plain), backend="numpy", roll=True)
+    cf(np.ones(3), np.ones(3))
+    assert cf.stats["rolled_loops"] >= 1
+    pages = sorted(p for p in os.listdir(tmp_path) if p.endswith("-rolled.html"))
+    assert pages
+    d = _data((tmp_path / pages[0]).read_text(encoding="utf-8"))
+    rolled = [r for r in d["regions"] if r["loop"] and r["loop"]["name"].startswith("rolled loop")]
+    assert rolled and rolled[0]["loop"]["steps"] == 10 and rolled[0]["loop"]["body"] >= 3
 
 
 # ----- in a real browser -----
@@ -286,6 +375,42 @@ def test_browser_big_graph_collapsed_expand_and_screenshot(big, tmp_path):
     assert len(set(rows[:: 7])) > 20
     if keep:
         shutil.copy(shot, keep)
+
+
+def test_browser_expands_a_loop_into_its_body(tmp_path):
+    g = sg.trace(scan_loss, np.ones(3), np.ones(3))
+    d = html_data(g)
+    path = tmp_path / "loops.html"
+    g.to_html(path)
+    r_step = _loop_regions(d)["scan(step)"]
+    info = d["regions"][r_step]["loop"]
+    first = d["ids"][info["sibs"][0]]
+    r = _browser(tmp_path, f"file://{path}", "--dump-dom")
+    assert r.returncode == 0 and 'data-ready="1"' in r.stdout, r.stderr[-2000:]
+    closed = int(_attr(r.stdout, "sg-count", "data-drawn-nodes"))
+    assert _attr(r.stdout, "sg-count", "data-collapsed") == str(len(_loop_regions(d)))  # loops open on demand
+    assert _attr(r.stdout, "sg-count", "data-nodes") == str(d["n_graph"])
+    # a double click on the loop's box opens it: its body and its output nodes are drawn; a click on the
+    # body's tanh shows its details: the carry it makes, the loop it is in, the user's line
+    tanh = next(i for i in range(d["n"]) if d["region"][i] >= 0 and _inside(d, d["region"][i], r_step)
+                and d["ops"][d["op"][i]] == "tanh")
+    r = _browser(tmp_path, f"file://{path}#dblclick={first}&click={d['ids'][tanh]}", "--dump-dom")
+    dom = r.stdout
+    assert r.returncode == 0 and 'data-ready="1"' in dom, r.stderr[-2000:]
+    assert int(_attr(dom, "sg-count", "data-drawn-nodes")) == closed + info["body"] + len(info["sibs"])
+    assert _attr(dom, "sg-details", "data-selected") == f"%{d['ids'][tanh]}"
+    details = dom[dom.index('id="sg-details"'):dom.index('id="sg-results"')]
+    assert "carry out 0" in details and "scan(step) · 5 steps" in details
+    assert f"test_html_viewer.py:{scan_loss.__code__.co_firstlineno + 2}" in details
+    shot = tmp_path / "viewer-loop.png"
+    r = _browser(tmp_path, f"file://{path}#dblclick={first}", f"--screenshot={shot}")
+    assert r.returncode == 0 and shot.exists(), r.stderr[-2000:]
+    w, h, rows = _png_pixels(str(shot))
+    assert (w, h) == (1280, 800) and len(set(rows[:: 7])) > 20  # not blank
+    keep = os.environ.get("SYMGRAPH_VIEWER_SCREENSHOT")
+    if keep:
+        root, ext = os.path.splitext(keep)
+        shutil.copy(shot, f"{root}-loop{ext or '.png'}")
 
 
 def test_stages_side_by_side(tmp_path):

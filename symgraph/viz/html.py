@@ -8,7 +8,9 @@ input name, source line or %id, click a node for its details with links to
 its inputs and readers (fan-in and fan-out highlighted), and collapse or
 expand regions. A region is a connected set of nodes of the same role and
 source line (the backward nodes of one line, say), or a fused kernel when
-`kernels=` is given; big graphs open with every region collapsed. The layout
+`kernels=` is given; big graphs open with every region collapsed. The body of
+each loop (`scan`, `while`, `cond` nodes: their `subgraphs()`) is inlined as a
+loop region that opens collapsed, laid out in the browser as a block. The layout
 is computed here (`symgraph.viz.layout`), not in the browser.
 """
 
@@ -22,7 +24,7 @@ from typing import Any, Iterable
 from ..ir import Graph, Node, meta
 from .kernels import _kernel_sets
 from .labels import _TagNames, format_attrs, node_ids, role_counts
-from .layout import NODE_H, NODE_W, layered_layout
+from .layout import LAYER_GAP, NODE_H, NODE_W, layered_layout, layered_positions
 from .style import ROLE_STYLES, _OTHER_STYLE
 
 __all__ = ["to_html", "html_data", "COLLAPSE_AT"]
@@ -41,18 +43,166 @@ def _asset(name: str) -> str:
         return f.read()
 
 
-def _regions(order: list[Node], graph: Graph, where: dict[Node, int],
-             y: list[float]) -> tuple[list[int], list[list[int]]]:
-    """Region of each node (index into the region list, -1 for none) and each region's members (positions).
+_LOOP_OPS = ("scan", "while", "cond")
 
-    A region is a connected component of the nodes sharing a key: their kernel
-    when `where` has them, else (role, source line). Inputs are never in one;
-    regions of one node are dropped; a region of more than `REGION_MAX` nodes
-    is cut into parts of consecutive layers (`y`: each node's layer position).
+
+def _loop_key(n: Node) -> Any:
+    """The sibling group of a loop node (the output leaves of one loop share it), or None."""
+    if n.op.name not in _LOOP_OPS or n.attr("region") is None:
+        return None
+    return n.op.name, n.inputs, id(n.attr("region")), n.tag
+
+
+class _Flat:
+    """A graph with its loop bodies inlined: one entry per drawn node, in a topological order.
+
+    Entry p is `nodes[p]` in container `ctx[p]` (0: the graph itself; L >= 1: the body of loop L). The
+    sibling nodes of a loop (its output leaves) belong to the loop's container; its body's inputs are
+    drawn reading the loop node's inputs and the loop nodes reading the body's outputs (`ins`), while
+    `args` keeps the real inputs of those entries. `port` marks the carry inputs/outputs.
     """
-    pos = {n: i for i, n in enumerate(order)}
-    inputs = set(graph.inputs)
-    parent = list(range(len(order)))
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.ctx: list[int] = []
+        self.ids: list[Any] = []
+        self.ins: list[list[int]] = []
+        self.args: dict[int, list[int]] = {}
+        self.port: dict[int, str] = {}
+        self.loops: list[dict] = [{}]  # index = container; loops[0] is the graph itself
+        self.level: list[int] = []  # the graph namespace (container) each entry's inputs are looked up in
+        self.pos: dict[tuple[int, Node], int] = {}
+
+    def add(self, n: Node, ctx: int, level: int, disp: Any, ins: list[int]) -> int:
+        p = len(self.nodes)
+        self.nodes.append(n)
+        self.ctx.append(ctx)
+        self.level.append(level)
+        self.ids.append(disp)
+        self.ins.append(ins)
+        self.pos[(level, n)] = p
+        return p
+
+    def mark(self, p: int, label: str) -> None:
+        self.port[p] = f"{self.port[p]}, {label}" if p in self.port else label
+
+    def walk(self, order: list[Node], level: int, ids: dict[Node, int], prefix: str, skip: set[Node]) -> None:
+        """Add the nodes of one graph (`order`, numbered by `ids`) to container `level`, loops inlined."""
+        groups: dict[Any, list[Node]] = {}
+        for n in order:
+            k = _loop_key(n)
+            if k is not None:
+                groups.setdefault(k, []).append(n)
+        outs: dict[Any, Any] = {}
+        for n in order:
+            if n in skip or (level, n) in self.pos:
+                continue
+            disp = f"{prefix}{ids[n]}" if prefix else ids[n]
+            k = _loop_key(n)
+            real = [self.pos[(level, x)] for x in n.inputs]
+            if k is None:
+                self.add(n, level, level, disp, real)
+                continue
+            if k not in outs:
+                outs[k] = self.loop(groups[k], level, f"{disp}/")
+            lp, out_of = outs[k]
+            p = self.add(n, lp, level, disp, out_of(n))
+            self.args[p] = real
+            self.loops[lp]["sibs"].append(p)
+            self.mark(p, _out_port(n))
+
+    def loop(self, sibs: list[Node], level: int, prefix: str) -> tuple[int, Any]:
+        """Inline the body of the loop whose output leaves are `sibs`; (container, leaf -> drawn inputs)."""
+        first = sibs[0]
+        region = first.attr("region")
+        lp = len(self.loops)
+        self.loops.append({"op": first.op.name, "region": region, "parent": level, "sibs": [], "body": []})
+        subs = list(region.subgraphs())
+        op = first.op.name
+        if op == "while":
+            names, outer = ["c", ""], list(first.inputs)
+        elif op == "cond":
+            names, outer = [f"b{k}." for k in range(len(subs))], list(first.inputs[1:])
+        else:
+            names, outer = [""], list(first.inputs)
+        outer_pos = [self.pos[(level, x)] for x in outer]
+        start = len(self.nodes)
+        for sub, name in zip(subs, names):
+            ids = node_ids(sub)
+            for i, x in enumerate(sub.inputs):
+                if (lp, x) in self.pos:
+                    continue
+                p = self.add(x, lp, lp, f"{prefix}{name}{ids[x]}", [outer_pos[i]] if i < len(outer_pos) else [])
+                self.args[p] = []
+                self.mark(p, _in_port(op, region, i))
+            self.walk(list(ids), lp, ids, prefix + name, set(sub.inputs))
+        self.loops[lp]["body"] = [p for p in range(start, len(self.nodes)) if self.ctx[p] == lp]
+        for b, (sub, name) in enumerate(zip(subs, names)):
+            for j, o in enumerate(sub.outputs):
+                self.mark(self.pos[(lp, o)], _body_out_port(op, region, b, j))
+
+        def out_of(n: Node) -> list[int]:
+            k = n.attr("index")
+            if op == "cond":
+                return [self.pos[(level, n.inputs[0])]] + [self.pos[(lp, g.outputs[k])] for g in subs]
+            if op == "while":
+                return [self.pos[(lp, region.body.outputs[k])], self.pos[(lp, region.cond.outputs[0])]]
+            return [self.pos[(lp, region.body.outputs[k])]]
+
+        return lp, out_of
+
+
+def _in_port(op: str, region: Any, i: int) -> str:
+    if op == "scan":
+        if i < region.nc:
+            return f"const {i} (closed over)"
+        if i < region.nc + region.nk:
+            return f"carry in {i - region.nc}"
+        return f"x {i - region.nc - region.nk} (one step's slice)"
+    if op == "while":
+        return f"carry in {i}" if i < region.nk else f"captured {i - region.nk}"
+    return f"operand {i}"
+
+
+def _body_out_port(op: str, region: Any, branch: int, j: int) -> str:
+    if op == "scan":
+        return f"carry out {j}" if j < region.nk else f"y {j - region.nk} (per step)"
+    if op == "while":
+        return "condition" if branch == 0 else f"carry out {j}"
+    return f"branch {branch} output {j}"
+
+
+def _out_port(n: Node) -> str:
+    k, region = n.attr("index"), n.attr("region")
+    if n.op.name == "scan":
+        return f"final carry {k}" if k < region.nk else f"ys {k - region.nk} (stacked over {region.length} steps)"
+    if n.op.name == "while":
+        return f"final carry {k}"
+    return f"output {k} of the taken branch"
+
+
+def _loop_label(loop: dict) -> str:
+    region, op = loop["region"], loop["op"]
+    name = getattr(region, "name", op)
+    if op == "scan":
+        what = f"{region.length} steps{', reverse' if region.reverse else ''}"
+    elif op == "while":
+        what = "steps known at run time"
+    else:
+        what = f"{len(region.subgraphs())} branches"
+    return f"{name if name.startswith(op) else op + ' ' + name} · {what} · {len(loop['body'])} body nodes"
+
+
+def _groups(flat: _Flat, ctx: int, where: dict[Node, int], y: list[float]) -> list[list[int]]:
+    """The regions of container `ctx`: connected entries that share a key, cut to `REGION_MAX`.
+
+    The key is the entry's kernel when `where` has it, else (role, source line). Inputs, the body's
+    inputs and loop nodes are never in one; regions of one node are dropped; a region of more than
+    `REGION_MAX` nodes is cut into parts of consecutive layers (`y`: each entry's layer position).
+    """
+    ps = [p for p in range(len(flat.nodes)) if flat.ctx[p] == ctx and flat.level[p] == ctx and p not in flat.args]
+    inputs = set(flat.loops[0].get("inputs", ())) if ctx == 0 else set()
+    parent = {p: p for p in ps}
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -67,21 +217,19 @@ def _regions(order: list[Node], graph: Graph, where: dict[Node, int],
         m = meta(n)
         return (m.role, m.location)
 
-    keys = [None if n in inputs else key(n) for n in order]
-    for i, n in enumerate(order):
-        if keys[i] is None:
+    keys = {p: None if flat.nodes[p] in inputs else key(flat.nodes[p]) for p in ps}
+    for p in ps:
+        if keys[p] is None:
             continue
-        for x in n.inputs:
-            j = pos[x]
-            if keys[j] == keys[i]:
-                a, b = find(i), find(j)
+        for j in flat.ins[p]:
+            if keys.get(j, None) == keys[p]:
+                a, b = find(p), find(j)
                 if a != b:
                     parent[a] = b
     groups: dict[int, list[int]] = {}
-    for i in range(len(order)):
-        if keys[i] is not None:
-            groups.setdefault(find(i), []).append(i)
-    region = [-1] * len(order)
+    for p in ps:
+        if keys[p] is not None:
+            groups.setdefault(find(p), []).append(p)
     members: list[list[int]] = []
     for ms in groups.values():
         if len(ms) < 2:
@@ -92,13 +240,32 @@ def _regions(order: list[Node], graph: Graph, where: dict[Node, int],
             k = -(-len(ms) // REGION_MAX)
             size = -(-len(ms) // k)
             parts = [sorted(srt[a:a + size]) for a in range(0, len(srt), size)]
-        for part in parts:
-            if len(part) < 2:
-                continue
-            for i in part:
-                region[i] = len(members)
-            members.append(part)
-    return region, members
+        members.extend(part for part in parts if len(part) >= 2)
+    return members
+
+
+def _positions(flat: _Flat, graph: Graph, order: list[Node]) -> list[tuple[float, float]]:
+    """Each entry's place: the graph's layered layout, each loop body laid out alone above its loop nodes."""
+    top = layered_layout(graph, order)
+    xy: list[tuple[float, float]] = [(0.0, 0.0)] * len(flat.nodes)
+    for p, n in enumerate(flat.nodes):
+        if flat.level[p] == 0:
+            xy[p] = top[n]
+    for lp in range(1, len(flat.loops)):
+        loop = flat.loops[lp]
+        body = loop["body"]
+        if not body:
+            continue
+        at = {p: i for i, p in enumerate(body)}
+        ins = [[at[j] for j in flat.ins[p] if j in at] for p in body]
+        local = layered_positions(ins, {at[p] for p in body if p in flat.args})
+        sx = sum(xy[p][0] for p in loop["sibs"]) / len(loop["sibs"])
+        sy = min(xy[p][1] for p in loop["sibs"])
+        mx = sum(x for x, _ in local) / len(local)
+        my = max(y for _, y in local) + LAYER_GAP
+        for p, (x, y_) in zip(body, local):
+            xy[p] = (x - mx + sx, y_ - my + sy)
+    return xy
 
 
 def _loc(n: Node) -> tuple[str | None, str | None]:
@@ -109,24 +276,50 @@ def _loc(n: Node) -> tuple[str | None, str | None]:
 
 
 def html_data(graph: Graph, kernels: Iterable[Any] | None = None, collapse: bool | None = None) -> dict:
-    """The JSON-ready description of `graph` that `to_html` embeds (one entry per node in each column).
+    """The JSON-ready description of `graph` that `to_html` embeds (one entry per drawn node in each column).
 
-    Keys: name, n (nodes), ids (the `dump` numbers, position -> %id), op, attrs, shape, dtype, role
-    (indices into `roles`), loc and file (indices into `locs`/`files`, -1 for none), origin (index into
-    `ops` or -1), tag, ins (input positions), x, y, region (-1 for none), regions (label, role, count,
-    ops), inputs, outputs, names (position -> input name), roles (name, fill, border, dashed, count),
-    node_w, node_h, start_collapsed.
+    The bodies of `scan`, `while` and `cond` nodes (sg.scan, fori_loop, while_loop, cond/switch, and
+    the loops `compile(roll=True)` makes) are inlined after the graph's own nodes' inputs: their
+    entries are numbered `%ID/k` (the loop node's id, then the body's own numbering; `c` for a while
+    loop's condition, `bK.` for branch K), and each loop is a region that opens collapsed.
+
+    Keys: name, n (entries), n_graph (the graph's own nodes), ids (the `dump` numbers, position -> id),
+    op, attrs, shape, dtype, role (indices into `roles`), loc and file (indices into `locs`/`files`, -1
+    for none), origin (index into `ops` or -1), tag, ins (drawn input positions), args (position -> the
+    real inputs, where they differ: loop nodes and loop bodies' inputs), port (position -> carry
+    input/output label), x, y, region (the innermost region, -1 for none), regions (label, role, count,
+    ops, parent region or -1, loop: null or {op, name, steps, body}), inputs, outputs, names (position
+    -> input name), roles (name, fill, border, dashed, count), node_w, node_h, start_collapsed.
     """
     ids = node_ids(graph)
     order = list(ids)
-    pos = {n: i for i, n in enumerate(order)}
+    flat = _Flat()
+    flat.loops[0] = {"inputs": list(graph.inputs)}
+    flat.walk(order, 0, ids, "", set())
     where: dict[Node, int] = {}
     ktitles: list[str] = []
     if kernels is not None:
         klist, where = _kernel_sets(graph, kernels, ids)
         ktitles = [t for t, _ in klist]
-    xy = layered_layout(graph, order)
-    region, members = _regions(order, graph, where, [xy[n][1] for n in order])
+    xy = _positions(flat, graph, order)
+    ys = [p[1] for p in xy]
+    # regions: each container's groups (role + line, or kernels), then one per loop (its parent: the loop around)
+    members: list[list[int]] = []
+    group_ctx: list[int] = []
+    for c in range(len(flat.loops)):
+        for ms in _groups(flat, c, where if c == 0 else {}, ys):
+            members.append(ms)
+            group_ctx.append(c)
+    ngroups = len(members)
+    loop_region = {lp: ngroups + lp - 1 for lp in range(1, len(flat.loops))}
+    for lp in range(1, len(flat.loops)):
+        members.append([p for p in range(len(flat.nodes)) if flat.ctx[p] == lp])
+    parent = [loop_region.get(c, -1) for c in group_ctx] + [
+        loop_region.get(flat.loops[lp]["parent"], -1) for lp in range(1, len(flat.loops))]
+    region = [loop_region.get(c, -1) for c in flat.ctx]
+    for r, ms in enumerate(members[:ngroups]):
+        for p in ms:
+            region[p] = r
 
     tables: dict[str, dict[str, int]] = {"ops": {}, "dtypes": {}, "roles": {}, "locs": {}, "files": {}}
 
@@ -141,9 +334,9 @@ def html_data(graph: Graph, kernels: Iterable[Any] | None = None, collapse: bool
 
     tags = _TagNames()
     col: dict[str, list] = {k: [] for k in ("op", "attrs", "shape", "dtype", "role", "loc", "file", "origin", "tag",
-                                            "ins", "x", "y")}
+                                            "x", "y")}
     names: dict[int, str] = {}
-    for n in order:
+    for p, n in enumerate(flat.nodes):
         m = meta(n)
         col["op"].append(ix("ops", n.op.name))
         a = format_attrs(n)
@@ -156,35 +349,51 @@ def html_data(graph: Graph, kernels: Iterable[Any] | None = None, collapse: bool
         col["file"].append(ix("files", full))
         col["origin"].append(ix("ops", m.origin))
         col["tag"].append(None if n.tag is None or n.op.name == "input" else tags(n.tag))
-        col["ins"].append([pos[x] for x in n.inputs])
-        x, y = xy[n]
+        x, y = xy[p]
         col["x"].append(round(x, 1))
         col["y"].append(round(y, 1))
         if n.op.name == "input":
-            names[pos[n]] = str(n.attr("name", "arg"))
+            names[p] = str(n.attr("name", "arg"))
     locs = list(tables["locs"])
-    roles = list(tables["roles"])
     regions = []
     nparts: Counter = Counter()
     part_no: list[int] = []
-    for ms in members:
-        kk = (meta(order[ms[0]]).role, col["loc"][ms[0]], where.get(order[ms[0]]))
+    inside: dict[int, list[int]] = {k: [] for k in range(ngroups, len(members))}  # a loop's nodes, nested too
+    for p in range(len(flat.nodes)):
+        r = region[p]
+        while r >= 0:
+            if r >= ngroups:
+                inside[r].append(p)
+            r = parent[r]
+    for ms, c in zip(members, group_ctx):
+        kk = (c, meta(flat.nodes[ms[0]]).role, col["loc"][ms[0]], where.get(flat.nodes[ms[0]]))
         nparts[kk] += 1
         part_no.append(nparts[kk])
     for k, ms in enumerate(members):
-        first = order[ms[0]]
-        ops = Counter(order[i].op.name for i in ms)
+        first = flat.nodes[ms[0]]
         r = meta(first).role
-        if where.get(first) is not None:
+        loop = None
+        if k >= ngroups:
+            lp = k - ngroups + 1
+            info = flat.loops[lp]
+            first = flat.nodes[info["sibs"][0]]
+            r = meta(first).role
+            label = _loop_label(info)
+            ms = inside[k]
+            loop = {"op": info["op"], "name": getattr(info["region"], "name", info["op"]),
+                    "steps": getattr(info["region"], "length", None), "body": len(info["body"]),
+                    "sibs": info["sibs"]}
+        elif where.get(first) is not None:
             label = ktitles[where[first]]
         else:
             li = col["loc"][ms[0]]
             label = f"{r} · {locs[li] if li >= 0 else 'no source line'}"
-        kk = (r, col["loc"][ms[0]], where.get(first))
-        if nparts[kk] > 1:
-            label += f" · part {part_no[k]}/{nparts[kk]}"
+            kk = (group_ctx[k], r, li, where.get(first))
+            if nparts[kk] > 1:
+                label += f" · part {part_no[k]}/{nparts[kk]}"
+        ops = Counter(flat.nodes[i].op.name for i in ms)
         regions.append({"label": label, "role": ix("roles", r), "count": len(ms),
-                        "ops": [[o, c] for o, c in ops.most_common(6)]})
+                        "ops": [[o, c] for o, c in ops.most_common(6)], "parent": parent[k], "loop": loop})
     roles = list(tables["roles"])
     counts = role_counts(graph)
     role_info = []
@@ -192,10 +401,12 @@ def html_data(graph: Graph, kernels: Iterable[Any] | None = None, collapse: bool
         fill, border, style, text = ROLE_STYLES.get(r, _OTHER_STYLE)
         role_info.append({"name": r, "fill": fill, "border": border, "dashed": "dashed" in style or "dotted" in style,
                           "text": text if r in ROLE_STYLES else f"{r} (role)", "count": counts.get(r, 0)})
+    top = {n: flat.pos[(0, n)] for n in order}
     return {
-        "name": graph.name, "n": len(order), "ids": [ids[n] for n in order],
-        **col, "region": region, "regions": regions,
-        "inputs": [pos[x] for x in graph.inputs], "outputs": [pos[o] for o in graph.outputs],
+        "name": graph.name, "n": len(flat.nodes), "n_graph": len(order), "ids": flat.ids,
+        **col, "ins": flat.ins, "args": {str(p): v for p, v in flat.args.items()},
+        "port": {str(p): v for p, v in flat.port.items()}, "region": region, "regions": regions,
+        "inputs": [top[x] for x in graph.inputs], "outputs": [top[o] for o in graph.outputs],
         "names": names, "ops": list(tables["ops"]), "dtypes": list(tables["dtypes"]), "roles": role_info,
         "locs": locs, "files": list(tables["files"]), "node_w": NODE_W, "node_h": NODE_H,
         "start_collapsed": len(order) > COLLAPSE_AT if collapse is None else bool(collapse),
@@ -224,7 +435,10 @@ def to_html(graph: Graph, path: str | os.PathLike | None = None, *, kernels: Ite
     readers. Regions (connected nodes of one role and source line, or the
     fused kernels given in `kernels`) collapse into one box and expand on a
     double click; the role chips collapse or expand every region of a role.
-    Graphs of more than `COLLAPSE_AT` nodes open collapsed. The URL fragment
+    Graphs of more than `COLLAPSE_AT` nodes open collapsed. The bodies of
+    loops and branches (`scan`, `while` and `cond` nodes) are in the page too,
+    each loop a region that opens collapsed and expands into its body graph,
+    with the carry inputs and outputs marked. The URL fragment
     drives the page too (`#search=mul&select=12&expand=all`; see
     docs/visualization.md), which is how the tests use it.
 
@@ -239,7 +453,7 @@ def to_html(graph: Graph, path: str | os.PathLike | None = None, *, kernels: Ite
         The HTML text (also written to `path` when given).
     """
     data = html_data(graph, kernels=kernels, collapse=collapse)
-    title = title or f"symgraph: {graph.name} ({data['n']} nodes)"
+    title = title or f"symgraph: {graph.name} ({data['n_graph']} nodes)"
     text = (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"

@@ -7,12 +7,25 @@
   var N = D.n, R = D.regions.length, W = D.node_w, H = D.node_h, BW = W + 24, BH = H + 12;
   var canvas = document.getElementById("sg-canvas"), ctx = canvas.getContext("2d");
   var $ = function (id) { return document.getElementById(id); };
-  var users = [], i, j;
-  for (i = 0; i < N; i++) users.push([]);
-  for (i = 0; i < N; i++) for (j = 0; j < D.ins[i].length; j++) users[D.ins[i][j]].push(i);
+  var ARGS = D.args || {}, PORT = D.port || {}, NG = D.n_graph === undefined ? N : D.n_graph, i, j;
+  // the real inputs of a node (for a loop node and a loop body's inputs, D.ins holds the drawn edges)
+  function argsOf(n) { var a = ARGS[n]; return a !== undefined ? a : D.ins[n]; }
+  var users = [], dusers = [];  // readers (real) and drawn readers
+  for (i = 0; i < N; i++) { users.push([]); dusers.push([]); }
+  for (i = 0; i < N; i++) {
+    var ai = argsOf(i);
+    for (j = 0; j < ai.length; j++) users[ai[j]].push(i);
+    for (j = 0; j < D.ins[i].length; j++) dusers[D.ins[i][j]].push(i);
+  }
   var isOut = new Uint8Array(N);
   D.outputs.forEach(function (o) { isOut[o] = 1; });
-  // regions: members, and their bounding box in the full layout (computed in Python)
+  // regions: a group (nodes of one role and line, or a kernel) or a loop (its output nodes and its body, with
+  // the groups and loops inside it); D.region is a node's innermost region, regions[r].parent the enclosing one
+  var rpar = new Int32Array(R), isLoop = new Uint8Array(R), HAS_LOOPS = false;
+  for (i = 0; i < R; i++) {
+    rpar[i] = D.regions[i].parent === undefined ? -1 : D.regions[i].parent;
+    if (D.regions[i].loop) { isLoop[i] = 1; HAS_LOOPS = true; }
+  }
   var rmem = [], rcx = new Float64Array(R), rcy = new Float64Array(R), rw = new Float64Array(R), rh = new Float64Array(R);
   for (i = 0; i < R; i++) rmem.push([]);
   for (i = 0; i < N; i++) if (D.region[i] >= 0) rmem[D.region[i]].push(i);
@@ -23,42 +36,78 @@
   }
   var collapsed = new Uint8Array(R);
   if (D.start_collapsed) collapsed.fill(1);
-  // drawn positions: nodes (px, py) and region boxes (rx, ry); see layout()
+  for (i = 0; i < R; i++) if (isLoop[i]) collapsed[i] = 1;  // loop bodies open on demand
+  // units: a node (< N) or a region (N + r); parentU: the region a unit sits in (N + r), -1 for the graph itself
+  function parentU(u) { var r = u < N ? D.region[u] : rpar[u - N]; return r >= 0 ? N + r : -1; }
+  var depthU = new Int32Array(N + R).fill(-1);
+  function depth(u) {
+    if (u < 0) return -1;
+    if (depthU[u] < 0) depthU[u] = depth(parentU(u)) + 1;
+    return depthU[u];
+  }
+  // the containers laid out as blocks (the graph: slot 0, each loop: 1 + r), their units and edges between them
+  function slot(c) { return c < 0 ? 0 : c - N + 1; }
+  var kids = [], cedges = [], first = new Float64Array(R).fill(Infinity);
+  for (i = 0; i <= R; i++) { kids.push([]); cedges.push([]); }
+  for (i = 0; i < N; i++) for (var u0 = parentU(i); u0 >= 0; u0 = parentU(u0)) { if (first[u0 - N] <= i) break; first[u0 - N] = i; }
+  var unitFirst = function (u) { return u < N ? u : first[u - N]; };
+  for (i = 0; i < N; i++) { var pc = parentU(i); if (pc < 0 || isLoop[pc - N]) kids[slot(pc)].push(i); }
+  for (i = 0; i < R; i++) { var pr = parentU(N + i); if (pr < 0 || isLoop[pr - N]) kids[slot(pr)].push(N + i); }
+  kids.forEach(function (l) { l.sort(function (a, b) { return unitFirst(a) - unitFirst(b); }); });
+  for (i = 0; i < N; i++) for (j = 0; j < D.ins[i].length; j++) {
+    var ua = D.ins[i][j], ub = i, da = depth(ua), db = depth(ub);
+    while (da > db) { ua = parentU(ua); da--; }
+    while (db > da) { ub = parentU(ub); db--; }
+    if (ua === ub) continue;
+    while (parentU(ua) !== parentU(ub)) { ua = parentU(ua); ub = parentU(ub); }
+    var cu = parentU(ua);
+    if (cu >= 0 && !isLoop[cu - N]) continue;  // inside a group: its block keeps the Python layout
+    cedges[slot(cu)].push(ua, ub);
+  }
+  // drawn positions: nodes (px, py), region boxes and frames (rx, ry; bw x bh); see layout()
   var unitMode = false, px = new Float64Array(N), py = new Float64Array(N), rx = new Float64Array(R), ry = new Float64Array(R);
+  var bw = new Float64Array(R), bh = new Float64Array(R), ox = new Float64Array(N + R), oy = new Float64Array(N + R);
+  var HEAD = 26, PAD = 14;  // a loop frame: its title bar and margin
 
-  /* With no region collapsed, the positions are the Python layout's. Otherwise the units (free nodes and
-     regions: a collapsed region is one box, an expanded one a block of its members at their Python
-     offsets) are laid out in layers again: longest path over unit edges that go forward in the
-     numbering, then barycenter sweeps, as symgraph/viz/layout.py does for nodes. */
+  /* With no loop and no region collapsed, the positions are the Python layout's. Otherwise each container
+     (the graph, then every expanded loop inside it) lays out its units in layers again: free nodes, regions
+     (a collapsed region is one box, an expanded group a block of its members at their Python offsets, an
+     expanded loop a block laid out the same way, recursively); longest path over unit edges that go
+     forward in the numbering, then barycenter sweeps, as symgraph/viz/layout.py does for nodes. */
   function layout() {
-    var n, r, q, any = false;
-    for (r = 0; r < R; r++) if (collapsed[r]) { any = true; break; }
+    var n, r, q, any = HAS_LOOPS;
+    for (r = 0; r < R && !any; r++) if (collapsed[r]) any = true;
     unitMode = any;
+    for (r = 0; r < R; r++) { bw[r] = rw[r]; bh[r] = rh[r]; }
     if (!any) {
       for (n = 0; n < N; n++) { px[n] = D.x[n]; py[n] = D.y[n]; }
       for (r = 0; r < R; r++) { rx[r] = rcx[r]; ry[r] = rcy[r]; }
       return;
     }
-    var units = [], key = new Float64Array(N + R).fill(-1);
-    for (n = 0; n < N; n++) {
-      var u0 = D.region[n] >= 0 ? N + D.region[n] : n;
-      if (key[u0] < 0) { key[u0] = n; units.push(u0); }  // n ascending: the first member is the key
-    }
-    var rank = new Int32Array(N + R);
-    units.forEach(function (u, k) { rank[u] = k; });
-    var uw = function (u) { return u < N ? W : (collapsed[u - N] ? BW : rw[u - N]); };
-    var uh = function (u) { return u < N ? H : (collapsed[u - N] ? BH : rh[u - N]); };
-    var uin = [], uout = [], seen = new Set(), M = N + R;
-    units.forEach(function () { uin.push([]); uout.push([]); });
-    for (n = 0; n < N; n++) {
-      var b = D.region[n] >= 0 ? N + D.region[n] : n;
-      for (q = 0; q < D.ins[n].length; q++) {
-        var m = D.ins[n][q], a = D.region[m] >= 0 ? N + D.region[m] : m;
-        if (a === b || rank[a] >= rank[b] || seen.has(a * M + b)) continue;
-        seen.add(a * M + b); uin[rank[b]].push(rank[a]); uout[rank[a]].push(rank[b]);
+    block(-1);
+    place(-1, 0, 0);
+  }
+
+  function uw(u) { return u < N ? W : (collapsed[u - N] ? BW : bw[u - N]); }
+  function uh(u) { return u < N ? H : (collapsed[u - N] ? BH : bh[u - N]); }
+
+  function block(c) {  // lay out the units of container c around (0, 0): ox, oy; returns [width, height]
+    var units = kids[slot(c)], U = units.length, q, k, L = 0, rank = new Map();
+    if (!U) return [W, H];
+    units.forEach(function (u, z) {
+      rank.set(u, z);
+      if (u >= N && !collapsed[u - N] && isLoop[u - N]) {
+        var wh = block(u); bw[u - N] = wh[0] + 2 * PAD; bh[u - N] = wh[1] + 2 * PAD + HEAD;
       }
+    });
+    var uin = [], uout = [], seen = new Set(), M = N + R, ce = cedges[slot(c)];
+    for (k = 0; k < U; k++) { uin.push([]); uout.push([]); }
+    for (q = 0; q < ce.length; q += 2) {
+      var a = rank.get(ce[q]), b = rank.get(ce[q + 1]);
+      if (a === undefined || b === undefined || a >= b || seen.has(a * M + b)) continue;
+      seen.add(a * M + b); uin[b].push(a); uout[a].push(b);
     }
-    var U = units.length, lay = new Int32Array(U), k, L = 0;
+    var lay = new Int32Array(U);
     for (k = 0; k < U; k++) for (q = 0; q < uin[k].length; q++) lay[k] = Math.max(lay[k], lay[uin[k][q]] + 1);
     for (k = U - 1; k >= 0; k--) if (!uin[k].length && uout[k].length) {  // sources sit just above their first reader
       var lo = Infinity;
@@ -77,7 +126,7 @@
       if (k) yy += rowH[k - 1] / 2 + 42 + rowH[k] / 2;
       rows[k].forEach(function (t) { uy[t] = yy; });
     }
-    function place(row, nb) {
+    function put(row, nb) {
       var want = new Map();
       row.forEach(function (t) {
         var l = nb[t];
@@ -94,22 +143,42 @@
       row.forEach(function (t, z) { ux[t] = pos[z] + shift; });
     }
     for (var sweep = 0; sweep < 2; sweep++) {
-      for (k = 1; k < L; k++) place(rows[k], uin);
-      for (k = L - 2; k >= 0; k--) place(rows[k], uout);
+      for (k = 1; k < L; k++) put(rows[k], uin);
+      for (k = L - 2; k >= 0; k--) put(rows[k], uout);
     }
-    for (k = 1; k < L; k++) place(rows[k], uin);
+    for (k = 1; k < L; k++) put(rows[k], uin);
+    var x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
     for (k = 0; k < U; k++) {
-      var u = units[k];
-      if (u < N) { px[u] = ux[k]; py[u] = uy[k]; continue; }
-      r = u - N; rx[r] = ux[k]; ry[r] = uy[k];
-      for (q = 0; q < rmem[r].length; q++) { n = rmem[r][q]; px[n] = ux[k] + D.x[n] - rcx[r]; py[n] = uy[k] + D.y[n] - rcy[r]; }
+      var hw = uw(units[k]) / 2, hh = uh(units[k]) / 2;
+      x0 = Math.min(x0, ux[k] - hw); x1 = Math.max(x1, ux[k] + hw); y0 = Math.min(y0, uy[k] - hh); y1 = Math.max(y1, uy[k] + hh);
     }
+    for (k = 0; k < U; k++) { ox[units[k]] = ux[k] - (x0 + x1) / 2; oy[units[k]] = uy[k] - (y0 + y1) / 2; }
+    return [x1 - x0, y1 - y0];
+  }
+
+  function place(c, cx, cy) {  // absolute positions of container c's units, its centre at (cx, cy)
+    kids[slot(c)].forEach(function (u) {
+      var ax = cx + ox[u], ay = cy + oy[u];
+      if (u < N) { px[u] = ax; py[u] = ay; return; }
+      var r = u - N;
+      rx[r] = ax; ry[r] = ay;
+      if (collapsed[r]) return;
+      if (isLoop[r]) { place(u, ax, ay + HEAD / 2); return; }
+      for (var q = 0; q < rmem[r].length; q++) { var n = rmem[r][q]; px[n] = ax + D.x[n] - rcx[r]; py[n] = ay + D.y[n] - rcy[r]; }
+    });
   }
 
   var view = { s: 1, tx: 0, ty: 0 }, dpr = window.devicePixelRatio || 1;
   var items = [], edges = [], selected = -1, matches = [], matchAt = -1, hiIn = null, hiOut = null;
 
-  function itemOf(n) { var r = D.region[n]; return (r >= 0 && collapsed[r]) ? N + r : n; }
+  // the item that shows a node or region: the box of its outermost collapsed region, else itself (repOf: -1)
+  var repR = new Int32Array(R);
+  function repOf(r) {
+    var v = -1;
+    for (; r >= 0; r = rpar[r]) if (collapsed[r]) v = N + r;
+    return v;
+  }
+  function itemOf(n) { var r = D.region[n]; if (r < 0) return n; var v = repR[r]; return v >= 0 ? v : n; }
   function ix(k) { return k < N ? px[k] : rx[k - N]; }
   function iy(k) { return k < N ? py[k] : ry[k - N]; }
   function iw(k) { return k < N ? W : BW; }
@@ -120,6 +189,7 @@
   function typeStr(n) { return D.dtypes[D.dtype[n]] + "[" + D.shape[n].join(",") + "]"; }
 
   function rebuild() {
+    for (var r0 = 0; r0 < R; r0++) repR[r0] = repOf(r0);
     layout();
     var seen = new Uint8Array(N + R), keys = new Set(), M = N + R;
     items = []; edges = [];
@@ -134,11 +204,14 @@
         if (!keys.has(key)) { keys.add(key); edges.push(b, a); }
       }
     }
-    var nc = 0;
+    var nc = 0, nd = 0;
     for (var r = 0; r < R; r++) nc += collapsed[r];
+    for (var z = 0; z < items.length; z++) nd += items[z] < N ? 1 : 0;
     var c = $("sg-count");
-    c.textContent = N + " nodes, " + items.length + " drawn (" + R + " regions, " + nc + " collapsed)";
-    c.dataset.nodes = N; c.dataset.drawn = items.length; c.dataset.collapsed = nc;
+    c.textContent = NG + " nodes" + (N > NG ? " (+" + (N - NG) + " in loop bodies)" : "") + ", " + items.length +
+      " drawn (" + R + " regions, " + nc + " collapsed)";
+    c.dataset.nodes = NG; c.dataset.entries = N; c.dataset.drawn = items.length; c.dataset.drawnNodes = nd;
+    c.dataset.collapsed = nc;
     chips();
     draw();
   }
@@ -218,14 +291,24 @@
       ctx.strokeStyle = hi[e + 1] === selItem() ? "#1a5fb4" : "#c01c28";
       edgePath(hi[e], hi[e + 1]); ctx.stroke();
     }
-    if (unitMode) {  // expanded regions among collapsed ones: a light frame around each block
-      ctx.lineWidth = 1 / Math.max(s, 0.2); ctx.setLineDash([6, 4]);
+    if (unitMode) {  // expanded regions among collapsed ones: a frame around each block, a loop's with its title
       for (var r2 = 0; r2 < R; r2++) {
-        if (collapsed[r2] || !vis(N + r2) && !(Math.abs(rx[r2] - (vx0 + vx1) / 2) < rw[r2] + vx1 - vx0)) continue;
-        ctx.beginPath(); rrect(rx[r2] - rw[r2] / 2, ry[r2] - rh[r2] / 2, rw[r2], rh[r2], 10);
-        ctx.strokeStyle = D.roles[D.regions[r2].role].border; ctx.stroke();
+        if (collapsed[r2] || repR[r2] >= 0) continue;
+        var fw = bw[r2], fh = bh[r2], fx = rx[r2] - fw / 2, fy = ry[r2] - fh / 2;
+        if (fx > vx1 || fx + fw < vx0 || fy > vy1 || fy + fh < vy0) continue;
+        var fro = D.roles[D.regions[r2].role];
+        ctx.beginPath(); rrect(fx, fy, fw, fh, 10); ctx.strokeStyle = fro.border;
+        if (isLoop[r2]) {
+          ctx.fillStyle = "rgba(129,61,156,0.05)"; ctx.fill();
+          ctx.lineWidth = 2 / Math.max(s, 0.3); ctx.strokeStyle = "#813d9c"; ctx.stroke();
+          if (s > 0.25) {
+            ctx.fillStyle = "#613583"; ctx.font = "bold 12px sans-serif"; ctx.textAlign = "left"; ctx.textBaseline = "middle";
+            ctx.fillText("\u27f3 " + fitText(D.regions[r2].label, fw - 20), fx + 8, fy + HEAD / 2 + 2);
+          }
+        } else {
+          ctx.lineWidth = 1 / Math.max(s, 0.2); ctx.setLineDash([6, 4]); ctx.stroke(); ctx.setLineDash([]);
+        }
       }
-      ctx.setLineDash([]);
     }
     var text = s > 0.42, matchSet = matches.length ? new Set(matches.map(itemOf)) : null;
     ctx.font = "11px monospace"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
@@ -241,14 +324,22 @@
       }
       rrect(x, y, w, h, 6);
       var isInput = k < N && D.names[k] !== undefined;
-      ctx.fillStyle = k >= N ? "#fff" : (isInput ? "#fff2cc" : ro.fill);
+      var loopBox = k >= N && isLoop[k - N];
+      ctx.fillStyle = loopBox ? "#f3eaf7" : k >= N ? "#fff" : (isInput ? "#fff2cc" : ro.fill);
       ctx.fill();
-      ctx.setLineDash(ro.dashed ? [4, 3] : []);
+      ctx.setLineDash(ro.dashed && !loopBox ? [4, 3] : []);
       ctx.lineWidth = k >= N ? 2.5 : (k < N && users[k].length > 1 ? 2 : 1);
-      ctx.strokeStyle = ro.border;
+      ctx.strokeStyle = loopBox ? "#813d9c" : ro.border;
       ctx.stroke();
       ctx.setLineDash([]);
-      if (k >= N) { ctx.beginPath(); rrect(x + 4, y + 4, w, h, 6); ctx.strokeStyle = ro.border; ctx.lineWidth = 1; ctx.stroke(); }
+      if (k >= N) { ctx.beginPath(); rrect(x + 4, y + 4, w, h, 6); ctx.lineWidth = 1; ctx.stroke(); }
+      if (k < N && PORT[k] !== undefined) {  // a loop's carry input/output (or a loop node's output): a purple tab
+        ctx.beginPath(); ctx.rect(x, y + 3, 5, h - 6); ctx.fillStyle = "#813d9c"; ctx.fill();
+        if (text) {
+          ctx.font = "9px sans-serif"; ctx.fillStyle = "#613583";
+          ctx.fillText(fitText(PORT[k], w + 20), ix(k), y - 5); ctx.font = "11px monospace";
+        }
+      }
       if (k < N && isOut[k]) { ctx.beginPath(); rrect(x - 3, y - 3, w + 6, h + 6, 8); ctx.lineWidth = 1; ctx.stroke(); }
       var mark = k === selItem() ? "#e66100" : (hiIn && hiIn.has(k)) ? "#1a5fb4" : (hiOut && hiOut.has(k)) ? "#c01c28"
         : (matchSet && matchSet.has(k)) ? "#f6d32d" : null;
@@ -261,7 +352,8 @@
           ctx.fillText(fitText(typeStr(k), w - 6), ix(k), iy(k) + 8);
         } else {
           var g = D.regions[k - N];
-          ctx.fillText(fitText(g.count + " nodes: " + g.ops.map(function (p) { return p[0] + "×" + p[1]; }).join(" "), w - 6), ix(k), iy(k) - 8);
+          ctx.fillText(fitText(g.loop ? "\u27f3 " + g.loop.name + (g.loop.steps !== null ? " ×" + g.loop.steps : "") + ": " + g.loop.body + " body nodes"
+            : g.count + " nodes: " + g.ops.map(function (p) { return p[0] + "×" + p[1]; }).join(" "), w - 6), ix(k), iy(k) - 8);
           ctx.fillStyle = "#555";
           ctx.fillText(fitText(g.label, w - 6), ix(k), iy(k) + 9);
         }
@@ -310,10 +402,15 @@
     return span;
   }
 
+  function openTo(n) {  // expand every region around node n; true when one was collapsed
+    var any = false;
+    for (var r = D.region[n]; r >= 0; r = rpar[r]) if (collapsed[r]) { collapsed[r] = 0; any = true; }
+    return any;
+  }
+  function loopOf(n) { for (var r = D.region[n]; r >= 0; r = rpar[r]) if (isLoop[r]) return r; return -1; }
+
   function select(k, center) {
-    if (k >= 0 && k < N && D.region[k] >= 0 && collapsed[D.region[k]] && center) {
-      collapsed[D.region[k]] = 0; rebuild();
-    }
+    if (k >= 0 && k < N && center && openTo(k)) rebuild();
     selected = k;
     hiIn = hiOut = null;
     var det = $("sg-details");
@@ -322,8 +419,8 @@
     if (k < 0) { det.appendChild(el("p", "Nothing selected.", "sg-hint")); draw(); return; }
     var t = el("table");
     if (k < N) {
-      var ins = D.ins[k], us = users[k], ro = D.roles[D.role[k]];
-      hiIn = new Set(ins.map(itemOf)); hiOut = new Set(us.map(itemOf));
+      var ins = argsOf(k), us = users[k], ro = D.roles[D.role[k]];
+      hiIn = new Set(D.ins[k].map(itemOf)); hiOut = new Set(dusers[k].map(itemOf));
       det.appendChild(el("h3", nid(k) + " = " + (D.names[k] !== undefined ? "input " + D.names[k] : opLabel(k))));
       row(t, "op", D.ops[D.op[k]]);
       if (D.attrs[k]) row(t, "attrs", D.attrs[k]);
@@ -334,16 +431,27 @@
       if (D.origin[k] >= 0) row(t, "derivative of", "the forward op " + D.ops[D.origin[k]] + " at " + (D.loc[k] >= 0 ? D.locs[D.loc[k]] : "its line"));
       if (D.tag[k]) row(t, "tag", D.tag[k]);
       if (isOut[k]) row(t, "output", "output " + D.outputs.indexOf(k));
+      if (PORT[k] !== undefined) row(t, "loop port", PORT[k]);
+      var lr = loopOf(k);
+      if (lr >= 0) row(t, "in loop", D.regions[lr].label);
       row(t, "inputs (" + ins.length + ")", links(ins));
+      if (ARGS[k] !== undefined && D.ins[k].length) {  // a loop body's input, or a loop node: where it comes from
+        row(t, ins.length ? "from the body" : "bound to", links(D.ins[k]));
+      }
       row(t, "readers (" + us.length + ")", links(us));
       if (D.region[k] >= 0) {
-        var rb = el("button", "collapse region (" + D.regions[D.region[k]].count + " nodes)");
-        rb.addEventListener("click", function () { setRegion(D.region[k], 1); });
+        var rk = D.region[k], rb = el("button", "collapse " + (isLoop[rk] ? "loop" : "region") + " (" + D.regions[rk].count + " nodes)");
+        rb.addEventListener("click", function () { setRegion(rk, 1); });
         row(t, "region", rb);
       }
     } else {
       var g = D.regions[k - N];
-      det.appendChild(el("h3", "region: " + g.label));
+      det.appendChild(el("h3", (g.loop ? "loop: " : "region: ") + g.label));
+      if (g.loop) {
+        row(t, "loop", g.loop.op + (g.loop.steps !== null ? ", " + g.loop.steps + " steps" : ""));
+        row(t, "body nodes", String(g.loop.body));
+        row(t, "outputs", links(g.loop.sibs));
+      }
       row(t, "nodes", String(g.count));
       row(t, "role", D.roles[g.role].text);
       row(t, "ops", g.ops.map(function (p) { return p[0] + " ×" + p[1]; }).join(", "));
@@ -357,15 +465,21 @@
     if (center) centerOn(selItem()); else draw();
   }
 
+  function fixSelection() {  // after a change: the selection's box when it is hidden, a member when its box opened
+    if (selected < 0) return;
+    if (selected < N) { selected = itemOf(selected); return; }
+    var r = selected - N, v = repR[r];
+    if (v >= 0) selected = v; else selected = rmem[r].length ? rmem[r][0] : -1;
+  }
+
   function setRegion(r, c) {
     collapsed[r] = c;
-    if (c) { if (selected >= 0 && selected < N && D.region[selected] === r) selected = N + r; }
-    else if (selected === N + r) selected = rmem[r][0];
     rebuild();
+    fixSelection();
     select(selected, false);
   }
 
-  function setAll(c) { collapsed.fill(c); if (selected >= N && !c) selected = -1; rebuild(); if (selected >= 0) select(selected, false); }
+  function setAll(c) { collapsed.fill(c); rebuild(); fixSelection(); if (selected >= 0) select(selected, false); }
 
   // ---- search ----
   function search(q) {
@@ -411,8 +525,7 @@
       c.addEventListener("click", function () {
         var to = nc ? 0 : 1;
         rs.forEach(function (r) { collapsed[r] = to; });
-        if (to && selected >= 0 && selected < N && rs.indexOf(D.region[selected]) >= 0) selected = N + D.region[selected];
-        rebuild(); if (selected >= 0) select(selected, false);
+        rebuild(); fixSelection(); if (selected >= 0) select(selected, false);
       });
       box.appendChild(c);
     });
@@ -456,7 +569,7 @@
 
   // ---- the URL fragment drives the page:
   //      #expand=all|R&collapse=all|R&chip=ROLE&dblclick=ID&search=Q&next&select=ID&click=ID (in that order) ----
-  function byId(v) { var want = Number(String(v).replace("%", "")); for (var n = 0; n < N; n++) if (D.ids[n] === want) return n; return -1; }
+  function byId(v) { var want = String(v).replace("%", ""); for (var n = 0; n < N; n++) if (String(D.ids[n]) === want) return n; return -1; }
   function applyHash() {
     var h = location.hash.slice(1);
     if (!h) return;
