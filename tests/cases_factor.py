@@ -1,5 +1,5 @@
-"""Op-table rows for the factorization primitives (symgraph/ops/factor.py): cholesky, triangular_solve, lu,
-pivots_to_permutation. References are NumPy's (and SciPy's lu_factor for the packed LU)."""
+"""Op-table rows for the factorization primitives (symgraph/ops/factor.py): cholesky, cholesky_vjp, triangular_solve,
+lu, pivots_to_permutation. References are NumPy's (and SciPy's lu_factor for the packed LU)."""
 
 from __future__ import annotations
 
@@ -59,6 +59,22 @@ def _p2p_ref(ipiv):
     return perm
 
 
+def _cvjp_ref(lm, lbar):
+    import scipy.linalg as sl
+
+    out = np.empty(lm.shape, np.float64)
+    for idx in np.ndindex(lm.shape[:-2]):
+        l64, b64 = np.tril(lm[idx]).astype(np.float64), np.tril(lbar[idx]).astype(np.float64)
+        p = np.tril(l64.T @ b64)
+        p[np.diag_indices_from(p)] *= 0.5
+        li = sl.inv(l64)
+        s = li.T @ p @ li
+        o = np.tril(s + s.T)
+        o[np.diag_indices_from(o)] *= 0.5
+        out[idx] = o
+    return out.astype(lm.dtype)
+
+
 def _tri(a, b, lower, trans, unit_diagonal):
     return L.bind("triangular_solve", a, b, lower=lower, trans=trans, unit_diagonal=unit_diagonal)
 
@@ -73,6 +89,8 @@ _TRI_VARIANTS = [
 CASES = [
     OpCase("cholesky", lambda a: L.bind("cholesky", a), _chol_ref, [(((3, 3),), {}), (((2, 4, 4),), {})], (_spd,),
            ip_rtol=1e-8),
+    OpCase("cholesky_vjp", lambda lm, lbar: L.bind("cholesky_vjp", lm, lbar), _cvjp_ref,
+           [(((3, 3), (3, 3)), {}), (((2, 4, 4), (2, 4, 4)), {})], (_well, _real), ip_rtol=1e-8),
     OpCase("triangular_solve", _tri, _tri_ref, _TRI_VARIANTS, (_well, _real), ip_rtol=1e-8),
     OpCase("lu", lambda a: L.bind("lu", a), _lu_ref, [(((3, 3),), {}), (((2, 4, 4),), {})], (_real,), ip_rtol=1e-8),
     OpCase("pivots_to_permutation", lambda p: L.bind("pivots_to_permutation", p), _p2p_ref,

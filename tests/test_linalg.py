@@ -337,3 +337,37 @@ def test_compiled_gradients():
     cv = sg.compile(sg.vmap(sg.grad(lambda s: np.sum(np.log(np.diagonal(np.linalg.cholesky(s)))))))
     np.testing.assert_allclose(cv(s), np.stack([np.tril(np.linalg.inv(m), -1) + 0.5 * np.diag(np.diag(np.linalg.inv(m)))
                                                for m in s]), rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("block", [3, 128])
+def test_compiled_cholesky_vjp_blocked(block, monkeypatch):
+    # cholesky's reverse rule is the primitive cholesky_vjp; compiled code runs Murray's blocked algorithm
+    # (codegen.llvm.lapack._chol_rev): blocks of 3 columns make many blocks and a ragged last one
+    pytest.importorskip("llvmlite")
+    import codegen.cpu.lapack as cl
+    from symgraph import lax as L
+
+    monkeypatch.setattr(cl, "CHOL_REV_BLOCK", block)
+    f = lambda lm, lb: L.bind("cholesky_vjp", lm, lb)  # noqa: E731
+    for shape, dtype in [((8, 8), np.float64), ((2, 3, 7, 7), np.float64), ((10, 10), np.float32),
+                         ((1, 1), np.float64), ((140, 140), np.float64)]:
+        lm = np.linalg.cholesky(_spd(shape)).astype(dtype)
+        lb = RNG.standard_normal(shape).astype(dtype)
+        lm_up = lm + np.triu(RNG.standard_normal(shape), 1).astype(dtype)   # the upper triangles are not read
+        got, want = sg.compile(f)(lm_up, lb), _ev(f, lm, np.tril(lb))
+        assert got.dtype == dtype
+        tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-11, atol=1e-12)
+        np.testing.assert_allclose(got, want, **tol, err_msg=str(shape))
+        assert not np.triu(got, 1).any()
+    g = sg.compile(sg.grad(lambda s: np.sum(np.log(np.diagonal(np.linalg.cholesky(s))))))
+    s = _spd((9, 9))
+    got = g(s)
+    assert "cholesky_vjp" in g.graph.dump()
+    np.testing.assert_allclose(got, np.tril(np.linalg.inv(s), -1) + 0.5 * np.diag(np.diag(np.linalg.inv(s))),
+                               rtol=1e-10, atol=1e-13)
+    bad = np.eye(4)
+    bad[2, 2] = 0.0
+    with pytest.raises(sg.LinAlgError, match=r"cholesky_vjp: singular matrix: a zero on the diagonal \(position 2\)"):
+        sg.compile(f)(bad, np.ones((4, 4)))
+    with pytest.raises(sg.LinAlgError, match=r"cholesky_vjp: singular matrix: a zero on the diagonal \(position 2\)"):
+        _ev(f, bad, np.ones((4, 4)))

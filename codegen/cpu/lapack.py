@@ -12,6 +12,7 @@ LAPACK calls, matrix after matrix. The routines are the ILP64 Fortran symbols of
 | svd, svdvals | ?gesdd | float64 (as np.linalg) | column-major copy |
 | qr | ?geqrf + ?orgqr | float64 (as np.linalg) | column-major copy |
 | cholesky | ?potrf ('U' on the row-major lower triangle) | float64 (as np.linalg.cholesky) | in place, no transpose |
+| cholesky_vjp | ?gemm, ?trsm, ?trmm (Murray's blocked reverse Cholesky) | the input's | in place in the output, no transpose |
 | triangular_solve | ?trsm (side 'R' on the row-major right-hand side) | the input's (as scipy's ?trtrs) | in place, no transpose |
 | lu | ?getrf | the input's (as scipy's lu_factor) | column-major copy |
 | pivots_to_permutation | (native swaps, no LAPACK) | integers | - |
@@ -120,11 +121,11 @@ class LapackCall:
         node: the eigh / eigvalsh / svd / svdvals / qr / cholesky / triangular_solve / lu /
             pivots_to_permutation node.
         op: its op name; routine: "syevd", "gesdd", "geqrf" (+ "orgqr"), "potrf", "trsm", "getrf",
-            or "perm" (pivots_to_permutation: native swaps, no LAPACK).
+            "chol_rev" (cholesky_vjp: BLAS calls), or "perm" (pivots_to_permutation: native swaps, no LAPACK).
         dtype: the routine's working precision ("<f8" or "<f4"; for "perm" the integers').
         batch, m, n: matrices and their shape; jobz, uplo: LAPACK's job letters.
         batch_shape: the leading (batch) dimensions, to name a failing matrix.
-        trans, unit: trsm's transa = 'T' and diag = 'U'; nrhs: its right-hand sides.
+        trans, unit: trsm's transa = 'T' and diag = 'U'; nrhs: its right-hand sides (chol_rev: the block size).
         ucols, vtrows: columns of U and rows of Vt (gesdd); q: columns of Q (qr).
         lwork, liwork, lwork2: workspace sizes (lwork2: orgqr's).
         offsets: buffer name -> byte offset from the start of this call's scratch.
@@ -214,15 +215,27 @@ def _batch(shape: tuple) -> int:
 
 
 #: The factorization ops and their routines (`symgraph.ops.factor`).
-_FACTOR = {"cholesky": "potrf", "triangular_solve": "trsm", "lu": "getrf"}
+_FACTOR = {"cholesky": "potrf", "cholesky_vjp": "chol_rev", "triangular_solve": "trsm", "lu": "getrf"}
+
+#: The BLAS routines of "chol_rev" (cholesky_vjp: Murray's blocked reverse Cholesky, no LAPACK routine of its own).
+CHOL_REV_ROUTINES = ("gemm", "trsm", "trmm")
+
+#: Columns per block of "chol_rev" (cholesky_vjp): the inner dimension of its two large products.
+CHOL_REV_BLOCK = 128
 
 
 def _plan_factor(node: Any, op: str, x: Any) -> LapackCall:
     """cholesky (?potrf), triangular_solve (?trsm) or lu (?getrf): no workspace query, at most one scratch matrix."""
     n = x.shape[-1]
     routine = _FACTOR[op]
-    _lib(routine)
+    _lib(*(CHOL_REV_ROUTINES if routine == "chol_rev" else (routine,)))
     lead = tuple(x.shape[:-2])
+    if op == "cholesky_vjp":
+        # the output (row-major) is the work matrix; two nb x nb scratch blocks for the diagonal blocks
+        nb = max(1, min(CHOL_REV_BLOCK, n))
+        c = LapackCall(node, op, routine, _batch(lead), n, n, dtype=x.dtype.str, nrhs=nb, batch_shape=lead)
+        _layout(c, [("w", nb * nb), ("e", nb * nb)], [], x.dtype.itemsize)
+        return c
     if op == "cholesky":
         # np.linalg.cholesky computes float32 matrices in float64; a float64 matrix is factored in its output
         c = LapackCall(node, op, routine, _batch(lead), n, n, uplo="U", batch_shape=lead)
@@ -287,7 +300,7 @@ def lapack_error(plan: LapackPlan, arena: np.ndarray) -> LinAlgError | None:
     call = plan.order[int(st[0]) - 1]
     info = int(st[1])
     loc = meta(call.node).location  # the user's line that made the node (at trace time), as the evaluator says
-    if call.routine in ("potrf", "trsm", "getrf"):
+    if call.routine in ("potrf", "trsm", "getrf", "chol_rev"):
         return _factor_error(call, info, int(st[2]), int(st[3])).at(loc)
     if info == NONFINITE:
         return LinAlgError(f"{call.op}: the matrix contains NaN or infinity").at(loc)
@@ -307,8 +320,8 @@ def _factor_error(call: LapackCall, info: int, index: int, detail: int) -> LinAl
             return LinAlgError(f"cholesky: the matrix is not positive definite{at}: it holds NaN or infinity")
         return LinAlgError(f"cholesky: the matrix is not positive definite{at}, or holds NaN "
                            f"(?potrf info = {info}: its leading minor of order {info} is not)")
-    if call.routine == "trsm":
+    if call.routine in ("trsm", "chol_rev"):
         what = "NaN" if detail else "zero"
-        return LinAlgError(f"triangular_solve: singular matrix: a {what} on the diagonal (position {info - 1})"
+        return LinAlgError(f"{call.op}: singular matrix: a {what} on the diagonal (position {info - 1})"
                            f"{' of ' + which if which else ''}")
     return LinAlgError(f"lu: LAPACK failed (?getrf info = {info}){at}")  # pragma: no cover - illegal arguments only

@@ -19,6 +19,8 @@ executable raises `symgraph.errors.LinAlgError` at the user's line.
 - ?trsm (triangular_solve) solves in place in the output, a copy of b, as the right-side solve
   xᵀ op(a)ᵀ = bᵀ of the column-major views; a zero or NaN on the diagonal read fails first
   (trsm itself has no `info`).
+- cholesky_vjp ("chol_rev") runs Murray's blocked reverse Cholesky in its output with ?trsm, ?gemm and
+  ?trmm on the row-major blocks read column-major (`_chol_rev`).
 - ?getrf (lu) factors a column-major copy and writes the packed factors and the 0-based pivots.
 - "perm" (pivots_to_permutation) applies the pivot swaps to the identity permutation.
 """
@@ -96,6 +98,12 @@ class _Call:
     def int_arg(self, v: int) -> ir.Value:
         a = self.cx.alloca(I64)
         self.b.store(_c64(v), a)
+        return a
+
+    def int_var(self, v: ir.Value) -> ir.Value:
+        """An integer argument computed at run time (by address, as every Fortran argument)."""
+        a = self.cx.alloca(I64)
+        self.b.store(v, a)
         return a
 
     def char_arg(self, ch: str) -> ir.Value:
@@ -349,6 +357,99 @@ def _trsm(e: _Call, tio: ir.Type, a: ir.Value, b: ir.Value) -> None:
                            e.int_arg(n), e.dst, e.int_arg(max(k, 1))], 4, check=None)
 
 
+def _chol_rev(e: _Call, tio: ir.Type, lm: ir.Value, lbar: ir.Value) -> None:
+    """Ā = Φ(S + Sᵀ) from L and L̄ (cholesky_vjp): Murray's blocked reverse Cholesky, in place in the output.
+
+    With blocks of nb columns [j, k), processed last to first, D = L[j:k, j:k], R = L[j:k, :j],
+    C = L[k:, j:k], B = L[k:, :j] and the work matrix F = tril(L̄) (the output), whose blocks
+    D̄, R̄, C̄, B̄ sit where those of L do: C̄ ← C̄ D⁻¹; D̄ ← D̄ − tril(C̄ᵀ C); B̄ ← B̄ − C̄ R;
+    R̄ ← R̄ − C̄ᵀ B; D̄ ← Φ(T + Tᵀ) with T = D⁻ᵀ Φ(Dᵀ D̄) D⁻¹ (the unblocked rule, in scratch);
+    R̄ ← R̄ − (D̄ + D̄ᵀ) R. About 2n³/3 flops (twice ?potrf), where the formula costs 4n³.
+    Every product is a BLAS call on the row-major blocks read column-major (X at (r, c) is Xᵀ
+    at the same address with leading dimension n), so nothing is transposed or copied but the
+    diagonal blocks. A zero or NaN on L's diagonal fails first, as in triangular_solve.
+    """
+    call = e.call
+    n, nb = call.n, call.nrhs
+    nblk = -(-n // nb)
+    zero, half = ir.Constant(tio, 0.0), ir.Constant(tio, 0.5)
+    f, w, ew = e.dst, e.buf("w"), e.buf("e")
+
+    def diag(p: ir.Value) -> None:
+        d = e.load(lm, e.lin((p, n + 1)), tio)
+        nan = e.b.fcmp_unordered("uno", d, d)
+        with e.b.if_then(e.b.or_(e.b.fcmp_ordered("==", d, zero), nan), likely=False):
+            e.fail(e.b.add(p, _c64(1)), e.b.zext(nan, I64))
+
+    e.loop(0, n, diag, "ld")
+
+    def at(p: ir.Value, r: Any, c: Any) -> ir.Value:  # row-major element (r, c) of an n x n matrix
+        return e.at(p, e.lin((r, n), (c, 1)), tio)
+
+    def blas(routine: str, chars: str, ints: list, *rest: ir.Value) -> None:
+        """?gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) or ?trsm/?trmm(side, uplo, ta, diag, m,
+        n, alpha, a, lda, b, ldb): `rest` alternates (alpha, a, lda, b, ldb[, beta, c, ldc]) as given."""
+        args = [e.char_arg(ch) for ch in chars] + [e.int_var(v) if isinstance(v, ir.Value) else e.int_arg(v)
+                                                  for v in ints]
+        e.fortran(routine, args + list(rest), len(chars), check=None)
+
+    ld_n, ld_b = e.int_arg(n), e.int_arg(nb)
+    plus, minus = e.float_arg(1.0), e.float_arg(-1.0)
+
+    def lower_copy(i: ir.Value) -> None:  # F = tril(L̄)
+        e.loop(0, e.b.add(i, _c64(1)), lambda j: e.store(e.load(lbar, e.lin((i, n), (j, 1)), tio), f,
+                                                         e.lin((i, n), (j, 1)), tio), "lfj")
+        e.loop(e.b.add(i, _c64(1)), n, lambda j: e.store(zero, f, e.lin((i, n), (j, 1)), tio), "lfz")
+
+    def block(t: ir.Value) -> None:
+        bb = e.b
+        j = bb.mul(bb.sub(_c64(nblk - 1), t), _c64(nb))
+        k0 = bb.add(j, _c64(nb))
+        k = bb.select(bb.icmp_signed(">", k0, _c64(n)), _c64(n), k0)
+        bs, m = bb.sub(k, j), bb.sub(_c64(n), k)
+        ljj = at(lm, j, j)
+        with bb.if_then(bb.icmp_signed(">", m, _c64(0))):
+            fkj = at(f, k, j)
+            blas("trsm", "LUNN", [bs, m], plus, ljj, ld_n, fkj, ld_n)                              # C̄ D⁻¹
+            blas("gemm", "NT", [bs, bs, m], minus, at(lm, k, j), ld_n, fkj, ld_n, plus, at(f, j, j), ld_n)  # C̄ᵀ C
+            with e.b.if_then(e.b.icmp_signed(">", j, _c64(0))):
+                blas("gemm", "NN", [j, m, bs], minus, at(lm, j, 0), ld_n, fkj, ld_n, plus, at(f, k, 0), ld_n)  # C̄ R
+                blas("gemm", "NT", [j, bs, m], minus, at(lm, k, 0), ld_n, fkj, ld_n, plus, at(f, j, 0), ld_n)  # C̄ᵀ B
+
+        def wcopy(a: ir.Value, c: ir.Value) -> None:  # W = tril(D̄), row-major with leading dimension nb
+            v = e.load(f, e.lin((j, n + 1), (a, n), (c, 1)), tio)
+            e.store(e.b.select(e.b.icmp_signed("<=", c, a), v, zero), w, e.lin((a, nb), (c, 1)), tio)
+
+        e.loop(0, bs, lambda a: e.loop(0, bs, lambda c: wcopy(a, c), "lwc"), "lwa")
+        blas("trmm", "RUTN", [bs, bs], plus, ljj, ld_n, w, ld_b)                                    # Dᵀ W
+
+        def phi_row(a: ir.Value) -> None:
+            d = e.lin((a, nb + 1))
+            e.store(e.b.fmul(e.load(w, d, tio), half), w, d, tio)
+            e.loop(e.b.add(a, _c64(1)), bs, lambda c: e.store(zero, w, e.lin((a, nb), (c, 1)), tio), "lpc")
+
+        e.loop(0, bs, phi_row, "lpa")
+        blas("trsm", "RUTN", [bs, bs], plus, ljj, ld_n, w, ld_b)                                    # D⁻ᵀ P
+        blas("trsm", "LUNN", [bs, bs], plus, ljj, ld_n, w, ld_b)                                    # (·) D⁻¹
+
+        def sym(a: ir.Value, c: ir.Value) -> None:  # E = T + Tᵀ; F's block = Φ(E) (the lower triangle)
+            v = e.b.fadd(e.load(w, e.lin((a, nb), (c, 1)), tio), e.load(w, e.lin((c, nb), (a, 1)), tio))
+            e.store(v, ew, e.lin((a, nb), (c, 1)), tio)
+            with e.b.if_then(e.b.icmp_signed("<=", c, a)):
+                e.store(e.b.select(e.b.icmp_signed("==", c, a), e.b.fmul(v, half), v), f,
+                        e.lin((j, n + 1), (a, n), (c, 1)), tio)
+
+        e.loop(0, bs, lambda a: e.loop(0, bs, lambda c: sym(a, c), "lsc"), "lsa")
+        with e.b.if_then(e.b.icmp_signed(">", j, _c64(0))):
+            blas("gemm", "NN", [j, bs, bs], minus, at(lm, j, 0), ld_n, ew, ld_b, plus, at(f, j, 0), ld_n)  # E R
+
+    with e.b.if_then(e.ok()):
+        e.loop(0, n, lower_copy, "lfi")
+        e.loop(0, nblk, block, "lcb")
+        e.loop(0, n, lambda i: e.loop(e.b.add(i, _c64(1)), n, lambda j: e.store(zero, f, e.lin((i, n), (j, 1)), tio),
+                                      "lzj"), "lzi")
+
+
 def _getrf(e: _Call, tio: ir.Type, src: ir.Value) -> None:
     """P a = L U: ?getrf on a column-major copy; rows [:n] the packed factors, row n the 0-based pivots."""
     n = e.call.n
@@ -390,4 +491,4 @@ def _perm(e: _Call, tio: ir.Type, src: ir.Value) -> None:
     e.loop(0, n, swap, "ls")
 
 
-_FACTOR = {"potrf": _potrf, "trsm": _trsm, "getrf": _getrf, "perm": _perm}
+_FACTOR = {"potrf": _potrf, "trsm": _trsm, "getrf": _getrf, "chol_rev": _chol_rev, "perm": _perm}
