@@ -28,9 +28,11 @@ import numpy as np
 
 import symgraph as sg
 
+from . import errors as errors_mod
 from . import viz
 from .backend import backend_names
-from .errors import SymgraphError, _internal_dirs
+from .errors import SourceLocation, SymgraphError, _internal_dirs
+from .ir import default_location
 from .passes.checkpoint import apply_checkpoint
 from .passes.schedule import peak_bytes, schedule
 
@@ -283,7 +285,8 @@ def _build(args: argparse.Namespace) -> tuple[Any, Callable, tuple]:
         label = fname if order == 0 else (f"grad({fname})" if order == 1 else f"grad{order}({fname})")
     strategy = _checkpoint_strategy(args.checkpoint) if args.checkpoint is not None else None
     try:
-        g = sg.trace(fn, *example, name=args.name or label)
+        with default_location(_def_line(f)):
+            g = sg.trace(fn, *example, name=args.name or label)
     except SymgraphError as e:
         if not args.shapes and example:
             e.message += ("\n  (no --shapes was given, so every argument was traced as a scalar; give --shapes "
@@ -436,6 +439,22 @@ def _report_user_error(exc: BaseException, target: str, show_tb: bool) -> None:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
 
 
+def _def_line(f: Any) -> SourceLocation | None:
+    """The line where the traced function is defined (the location of nodes no user line builds)."""
+    code = getattr(inspect.unwrap(getattr(f, "__func__", f)), "__code__", None)
+    if code is None:
+        return None
+    return SourceLocation(code.co_filename, code.co_firstlineno, code.co_name)
+
+
+def _launcher_is_internal() -> None:
+    """The console script that runs `main` (bin/symgraph) is not the user's code: skip its frame in locations."""
+    launcher = getattr(sys.modules.get("__main__"), "__file__", None)
+    if launcher:
+        for name in {launcher, os.path.abspath(launcher)}:
+            errors_mod._FILE_INTERNAL[name] = True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line.
 
@@ -445,6 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status: 0 ok, 1 error in the user's code, 2 bad usage.
     """
+    if argv is None:  # the command line itself (not a call from Python code)
+        _launcher_is_internal()
     parser = _parser()
     try:
         args = parser.parse_args(argv)

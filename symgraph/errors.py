@@ -80,7 +80,9 @@ def user_location(skip_internal: bool = True) -> SourceLocation | None:
     user line as the node they derive from.
 
     Returns:
-        The location, or None when the whole stack is internal.
+        The location; when the whole stack is internal, the default that
+        `symgraph.ir.default_location` set (the `symgraph` command: the traced
+        function's line), else None.
     """
     loc = getattr(_override, "loc", None)
     if loc is not None:
@@ -100,7 +102,7 @@ def user_location(skip_internal: bool = True) -> SourceLocation | None:
                 loc = _LOCATIONS[key] = SourceLocation(*key)
             return loc
         f = f.f_back
-    return None
+    return getattr(_override, "default", None)
 
 
 class SymgraphError(Exception):

@@ -189,6 +189,22 @@ def source_location(loc: SourceLocation | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def default_location(loc: SourceLocation | None) -> Iterator[None]:
+    """Attribute nodes built inside the block with no user frame on the stack to `loc`.
+
+    The `symgraph` command traces on the user's behalf: its inputs (and the
+    copies `grad` makes of them) would otherwise have no line, or the
+    launcher's; it gives them the traced function's line.
+    """
+    prev = getattr(_override, "default", None)
+    _override.default = loc
+    try:
+        yield
+    finally:
+        _override.default = prev
+
+
+@contextlib.contextmanager
 def role(name: str, origin: str | None = None) -> Iterator[None]:
     """Mark nodes built inside the block with a role (forward, backward, recomputed) and origin (`NodeMeta`)."""
     prev = _ctx.role, _ctx.origin

@@ -82,10 +82,12 @@ def test_dump_text_of_gradient_matches_the_api(model):
     exec(compile(MODEL, str(model), "exec"), ns)
     g = sg.trace(sg.grad(ns["seed"]), np.zeros(3), np.zeros(3), name="grad(seed)")
 
-    def strip(t: str) -> list[str]:  # nodes built here (inputs, the seed) have this file as their location
-        return [re.sub(r", test_cli\.py:\d+$", "", line) for line in t.strip().splitlines()]
+    def strip(t: str, here: str) -> list[str]:
+        return [re.sub(rf", {here}$", "", line) for line in t.strip().splitlines()]
 
-    assert strip(out(r)) == strip(g.dump())
+    # the nodes no user line builds (the seed) have the line that traced: here, this file's; in the command,
+    # the traced function's (def seed, model.py:3)
+    assert strip(out(r), r"model\.py:3") == strip(g.dump(), r"test_cli\.py:\d+")
     assert "# backward, model.py:4" in out(r)
 
 
@@ -239,6 +241,16 @@ def test_console_script_matches_module(model):
     a = subprocess.run([exe, *args], check=False, capture_output=True, timeout=120)
     b = run(*args)
     assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
+    # the nodes no user line builds (the inputs, grad's copies of them) point at the traced function's line,
+    # not at the launcher (bin/symgraph) or nowhere
+    args = ["dump", f"{model}:seed", "-s", "3", "-s", "3", "--grad", "--format", "dot"]
+    a = subprocess.run([exe, *args], check=False, capture_output=True, timeout=120)
+    b = run(*args)
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
+    tips = re.findall(r'tooltip="([^"]*)"', out(a))
+    inputs = [t for t in tips if " input[name=" in t]
+    assert len(inputs) == 2 and all(t.endswith("model.py:3 (in seed)") for t in inputs), inputs
+    assert not [t for t in tips if "model.py:" not in t], tips
 
 
 def test_per_argument_dtypes_let_integer_labels_through(model):

@@ -1,4 +1,4 @@
-"""Every Python block of every docs/ page runs as written, from the repository root.
+"""Every Python block of every docs/ page runs as written, from the repository root; so do the README's.
 
 The blocks of a page run in order in one process (later blocks continue
 earlier ones, as a reader would run them). A page must not write into the
@@ -11,6 +11,8 @@ import os
 import re
 import subprocess
 import sys
+
+import shutil
 
 import pytest
 
@@ -49,3 +51,21 @@ def test_the_fixed_pages_are_covered():
     """The pages a new-user trial found broken have Python blocks this test runs."""
     for page in ("compile.md", "vmath.md", "reliability.md", "visualization.md", "tracing.md"):
         assert _blocks(page), page
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` not installed (the README renders an SVG)")
+def test_readme_blocks_run_or_say_they_are_fragments(tmp_path):
+    """The README's Python blocks run in order as a reader would paste them, in a scratch directory (they
+    write grad.svg and grad.html), except the ones whose first line says they are a fragment."""
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        blocks = re.findall(r"^```python\n(.*?)^```", fh.read(), re.S | re.M)
+    run = [b for b in blocks if not b.startswith("# a fragment")]
+    assert len(blocks) - len(run) <= 2 and len(run) >= 4
+    code = "\n".join(f"print('### block {i}', flush=True)\n{b}" for i, b in enumerate(run))
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("SYMGRAPH_DUMP", None)
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env=env)
+    started = [line for line in p.stdout.splitlines() if line.startswith("### block")]
+    assert p.returncode == 0, f"README: {started[-1] if started else 'before block 0'} failed:\n{p.stderr[-3000:]}"
+    assert (tmp_path / "grad.svg").exists() and (tmp_path / "grad.html").exists()
