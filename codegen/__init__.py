@@ -32,6 +32,30 @@ __all__ = ["compile_graph"]
 LIGHT_PIPELINE_MAX_ELEMENTS = 1
 
 
+def _refuse_complex(order: list) -> None:
+    """Complex values are not lowered natively (yet): name the first complex op and its line, suggest numpy.
+
+    Raises:
+        UnsupportedOpError: a node of the graph has a complex dtype or reads one.
+    """
+    from symgraph.errors import UnsupportedOpError
+    from symgraph.ir import meta
+
+    found = None
+    for n in order:
+        if n.dtype.kind == "c" or any(x.dtype.kind == "c" for x in n.inputs):
+            if n.inputs or found is None:
+                found = n
+            if n.inputs:
+                break
+    if found is not None:
+        what = "argument" if found.op.name == "input" else ("constant" if not found.inputs else f"op {found.op.name!r}")
+        raise UnsupportedOpError(f"codegen: the LLVM backend does not compile complex numbers yet ({what} with dtype "
+                                 f"{found.dtype if found.dtype.kind == 'c' else found.inputs[0].dtype}); compile "
+                                 f"with sg.compile(f, backend='numpy'), which runs the same graph through NumPy "
+                                 f"(docs/complex.md)", meta(found).location)
+
+
 def compile_graph(graph: Any, order: list | None = None, donate: frozenset = frozenset(), name: str = "f",
                   nthreads: int | None = None, profile: bool | None = None, raw_entry: bool = False) -> Any:
     """Compile an optimized, scheduled graph to native code.
@@ -81,6 +105,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     t0 = time.perf_counter()
     if order is None:
         order = schedule(graph)
+    _refuse_complex(order)
     blas = blas_library()
     vm = vmath_module()
     if profile is None:

@@ -38,8 +38,8 @@ _fresh_tags = itertools.count()
 
 
 def is_float(x: Node) -> bool:
-    """Whether a node carries derivatives (floating dtype)."""
-    return x.dtype.kind == "f"
+    """Whether a node carries derivatives (a floating or complex dtype)."""
+    return x.dtype.kind in "fc"
 
 
 def fresh(x: Node) -> Node:
@@ -311,7 +311,7 @@ def jvp_nodes(outputs: Sequence[Node], wrt: Sequence[Node], tangents: Sequence[N
         if t.shape != w.shape:
             raise ShapeError(f"tangent of shape {t.shape} for a primal of shape {w.shape}")
         if not is_float(w):
-            raise DTypeError(f"tangent given for a primal of dtype {w.dtype}; only float primals have tangents")
+            raise DTypeError(f"tangent given for a primal of dtype {w.dtype}; only float and complex primals have tangents")
         tan[w] = L.cast(t, w.dtype)
     order = toposort(outputs)
     need = _needed(order, outputs)

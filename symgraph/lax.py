@@ -68,8 +68,6 @@ def _check_array_like(x: Any, op: str, pos: int) -> None:
     if isinstance(x, (Node, np.ndarray, np.generic, numbers.Number)):
         if isinstance(x, np.ndarray) and x.dtype == object:
             raise DTypeError(f"{op}: argument {pos} is an object array; symgraph needs numeric arrays")
-        if isinstance(x, complex) or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "c"):
-            raise DTypeError(f"{op}: argument {pos} is complex; symgraph supports bool, integer and float values")
         return
     if isinstance(x, (list, tuple)):
         return
@@ -190,13 +188,13 @@ def binary(name: str, x: Any, y: Any, float_op: bool = False) -> Any:
     """Apply a binary elementwise primitive with NumPy promotion and broadcasting."""
     tx, ty = type(x), type(y)
     if tx is Node and ty is Node and x.shape == y.shape and x.dtype == y.dtype \
-            and (not float_op or x.dtype.kind == "f"):
+            and (not float_op or x.dtype.kind in "fc"):
         return current_builder().make(OPS[name], (x, y))  # fast path: nothing to make explicit
     # fast path: a float node with a Python number (weakly typed: the node's dtype wins)
-    if tx is Node and (ty is float or ty is int) and x.dtype.kind == "f" and y == y:
+    if tx is Node and (ty is float or ty is int) and x.dtype.kind in "fc" and y == y:
         b = current_builder()
         return b.make(OPS[name], (x, _splat(b, y, x.dtype, x.shape)))
-    if ty is Node and (tx is float or tx is int) and y.dtype.kind == "f" and x == x:
+    if ty is Node and (tx is float or tx is int) and y.dtype.kind in "fc" and x == x:
         b = current_builder()
         return b.make(OPS[name], (_splat(b, x, y.dtype, y.shape), y))
     dtype = result_dtype(x, y)

@@ -44,7 +44,7 @@ def canonical_dtype(d: Any) -> np.dtype:
     The generated fast path compares dtypes by identity, so signatures hold canonical ones.
     """
     d = np.dtype(d)
-    if d.isnative and d.kind in "biuf":
+    if d.isnative and d.kind in "biufc":
         return np.dtype(d.type)
     return d
 
@@ -127,7 +127,7 @@ class Signature:
     def _convert(self, i: int, x: Any, shape: tuple, dtype: np.dtype) -> np.ndarray:
         """Rules (1)-(4) of `check` for one leaf that does not fit as it is."""
         name = self.names[i]
-        if type(x) is not np.ndarray or x.dtype.kind not in "biuf":
+        if type(x) is not np.ndarray or x.dtype.kind not in "biufc":
             problem = leaf_problem(x)
             if problem is not None:  # masked arrays, strings, objects, complex, ...
                 raise problem[0](f"{self.where}: argument {name} {problem[1]}")

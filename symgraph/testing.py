@@ -27,12 +27,23 @@ class GradientCheckError(SymgraphError, AssertionError):
     """A derivative disagrees with finite differences or with the other mode."""
 
 
+def _wide(x: Any) -> np.ndarray:
+    """x in float64, or complex128 for a complex x."""
+    a = np.asarray(x)
+    return a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+
+
 def _leaves(t: Any) -> list[np.ndarray]:
-    return [np.asarray(x, dtype=np.float64) for x in tree_flatten(t)[0]]
+    return [_wide(x) for x in tree_flatten(t)[0]]
 
 
 def _vdot(a: Any, b: Any) -> float:
-    return float(sum(np.vdot(x.ravel(), y.ravel()) for x, y in zip(_leaves(a), _leaves(b))))
+    """The real inner product Re(sum conj(a) b) over all leaves (the plain dot product for real leaves)."""
+    return float(sum(np.real(np.vdot(x.ravel(), y.ravel())) for x, y in zip(_leaves(a), _leaves(b))))
+
+
+def _conj(t: Any) -> Any:
+    return tree_map(lambda x: np.conj(x) if np.iscomplexobj(x) else x, t)
 
 
 def _axpy(alpha: float, x: Any, y: Any) -> Any:
@@ -43,11 +54,18 @@ def numerical_jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any], 
     """Central difference (f(x + eps v) - f(x - eps v)) / (2 eps), leaf-wise over f's output."""
     fp = f(*_axpy(eps, tuple(tangents), tuple(primals)))
     fm = f(*_axpy(-eps, tuple(tangents), tuple(primals)))
-    return tree_map(lambda a, b: (np.asarray(a, np.float64) - np.asarray(b, np.float64)) / (2 * eps), fp, fm)
+    return tree_map(lambda a, b: (_wide(a) - _wide(b)) / (2 * eps), fp, fm)
 
 
 def _rand_like(t: Any, rng: np.random.Generator) -> Any:
-    return tree_map(lambda x: rng.standard_normal(np.shape(x)).astype(np.asarray(x).dtype), t)
+    def one(x: Any) -> np.ndarray:
+        d = np.asarray(x).dtype
+        r = rng.standard_normal(np.shape(x))
+        if d.kind == "c":
+            r = r + 1j * rng.standard_normal(np.shape(x))  # directions in the real and the imaginary parts
+        return np.asarray(r).astype(d)
+
+    return tree_map(one, t)
 
 
 def _close(a: float, b: float, atol: float, rtol: float) -> bool:
@@ -59,8 +77,8 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 1, modes: Sequenc
     """Check f's derivatives to `order` against central finite differences.
 
     Args:
-        f: function of float arrays (or pytrees) returning arrays (or pytrees).
-        args: tuple of arguments at which to check (float64 recommended).
+        f: function of float or complex arrays (or pytrees) returning arrays (or pytrees).
+        args: tuple of arguments at which to check (float64 or complex128 recommended).
         order: 1 or more; order 2 checks the derivative functions too.
         modes: subset of ("fwd", "rev").
         eps: finite-difference step (default 1e-6 for float64, 1e-3 for float32).
@@ -70,6 +88,10 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 1, modes: Sequenc
     Raises:
         GradientCheckError: naming the mode, the order and both values.
 
+    Complex arguments and outputs are checked under JAX's convention (docs/complex.md): directions
+    have random real and imaginary parts, <u, t> = Re(sum conj(u) t), and the reverse-mode check
+    pulls back conj(u), whose cotangent g pairs with the direction as Re(sum g v).
+
     References:
         Griewank & Walther, Evaluating Derivatives (2008), sec. 3.3 (the
         <ȳ, ẏ> = <x̄, ẋ> identity); autograd's check_vjp; JAX's check_grads.
@@ -77,11 +99,11 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 1, modes: Sequenc
     args = tuple(args)
     for i, leaf in enumerate(tree_flatten(args)[0]):
         _, dt = leaf_spec(leaf, f"{i}")  # DTypeError for strings, objects, dates, ...
-        if dt.kind != "f":
+        if dt.kind not in "fc":
             raise DTypeError(f"check_grads: argument leaf {i} has dtype {dt}; derivatives are checked at float "
-                             f"arguments (float32 or float64)")
+                             f"or complex arguments (float32, float64, complex64, complex128)")
     dtype = np.result_type(*[np.asarray(x).dtype for x in tree_flatten(args)[0]]) if tree_flatten(args)[0] else np.float64
-    low = dtype == np.float32
+    low = dtype in (np.float32, np.complex64)
     eps = eps if eps is not None else (1e-3 if low else 1e-6)
     atol = atol if atol is not None else (1e-2 if low else 1e-5)
     rtol = rtol if rtol is not None else (1e-2 if low else 1e-5)
@@ -99,9 +121,9 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 1, modes: Sequenc
                                      f"differences give {num_scalar!r} (order {order} remaining)")
     if "rev" in modes:
         out, pullback = vjp(f, *args)
-        ct = tree_map(lambda ui, oi: np.asarray(ui, dtype=np.asarray(oi).dtype), u, out)
+        ct = tree_map(lambda ui, oi: np.asarray(ui, dtype=np.asarray(oi).dtype), _conj(u), out)
         xbar = pullback(ct)
-        rev_scalar = _vdot(xbar, v)
+        rev_scalar = _vdot(_conj(xbar), v)
         if not _close(rev_scalar, num_scalar, atol, rtol):
             raise GradientCheckError(f"check_grads: reverse mode (VJP) <J^T u, v> = {rev_scalar!r} but central "
                                      f"differences give {num_scalar!r} (order {order} remaining)")
@@ -116,7 +138,7 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 1, modes: Sequenc
             check_grads(f_jvp, args, order - 1, modes, eps, atol * 10, rtol * 10, seed + 1)
         if "rev" in modes:
             out0 = f(*args)
-            ct0 = tree_map(lambda ui, oi: np.asarray(ui, dtype=np.asarray(oi).dtype), u, out0)
+            ct0 = tree_map(lambda ui, oi: np.asarray(ui, dtype=np.asarray(oi).dtype), _conj(u), out0)
 
             def f_vjp(*a: Any) -> Any:
                 return vjp(f, *a)[1](ct0)
@@ -153,8 +175,8 @@ def check_vjp_jvp(f: Callable, args: Sequence[Any], rtol: float = 1e-10, seed: i
     out, t = jvp(f, args, v)
     u = _rand_like(out, rng)
     _, pullback = vjp(f, *args)
-    xbar = pullback(u)
-    lhs, rhs = _vdot(u, t), _vdot(xbar, v)
+    xbar = pullback(_conj(u))  # complex values: JAX's convention, as in check_grads
+    lhs, rhs = _vdot(u, t), _vdot(_conj(xbar), v)
     if abs(lhs - rhs) > rtol * max(1.0, abs(lhs), abs(rhs)):
         raise GradientCheckError(f"check_vjp_jvp: <u, J v> = {lhs!r} (JVP) but <J^T u, v> = {rhs!r} (VJP)")
     return lhs, rhs

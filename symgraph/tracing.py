@@ -54,7 +54,7 @@ def leaf_problem(x: Any) -> tuple[type, str] | None:
     """Why `x` cannot be an argument leaf: (error class, message after "argument NAME"), or None."""
     if isinstance(x, Node) or isinstance(x, (bool, np.bool_)):
         return None
-    if isinstance(x, numbers.Real) and not isinstance(x, np.generic):
+    if isinstance(x, numbers.Complex) and not isinstance(x, np.generic):
         return None
     ma = sys.modules.get("numpy.ma")  # a masked array exists only once numpy.ma is imported (importing it costs ~8 ms)
     if ma is not None and isinstance(x, ma.MaskedArray):
@@ -64,8 +64,8 @@ def leaf_problem(x: Any) -> tuple[type, str] | None:
                                     f"explicitly (np.ma.filled(x, fill_value) or x.data) and apply the mask with "
                                     f"np.where")
     if isinstance(x, (np.ndarray, np.generic)):
-        if x.dtype == object or x.dtype.kind not in "biuf":
-            return DTypeError, f"has dtype {x.dtype}; symgraph traces bool, integer and float arrays"
+        if x.dtype == object or x.dtype.kind not in "biufc" or x.dtype.itemsize > 16:
+            return DTypeError, f"has dtype {x.dtype}; symgraph traces bool, integer, float and complex arrays"
         return None
     if isinstance(x, (list, tuple)):
         return DTypeError, f"is a {type(x).__name__}; pass np.asarray(...) for arrays"
@@ -96,6 +96,8 @@ def leaf_spec(x: Any, pos: str) -> tuple[tuple, np.dtype]:
         return (), np.dtype(np.int64)
     if isinstance(x, numbers.Real) and not isinstance(x, np.generic):
         return (), np.dtype(np.float64)
+    if isinstance(x, numbers.Complex) and not isinstance(x, np.generic):
+        return (), np.dtype(np.complex128)
     return tuple(x.shape), x.dtype.newbyteorder("=")  # byte-swapped arrays trace as native dtypes
 
 
@@ -204,7 +206,7 @@ def check_args(args: tuple, f: Callable | None = None, fname: str | None = None,
     leaves, treedef = tree_flatten(args if kwargs is None else (args, kwargs))
     specs = []
     for i, x in enumerate(leaves):
-        if type(x) is np.ndarray and x.dtype.kind in "biuf":
+        if type(x) is np.ndarray and x.dtype.kind in "biufc" and x.dtype.itemsize <= 16:
             d = x.dtype
             specs.append((x.shape, d if d.isnative else d.newbyteorder("=")))
             continue
@@ -313,7 +315,7 @@ def _binop(name: str, reverse: bool = False) -> Callable:
         check_live(self)
         if STALE:
             check_stale(other)
-        fn = getattr(snp, name)
+        fn = snp.arithmetic.power_operator if name == "power" else getattr(snp, name)
         return fn(other, self) if reverse else fn(self, other)
 
     op.__name__ = name
@@ -422,9 +424,21 @@ def _copy(self: Node, order: str = "K") -> Node:
 
 
 def _conj(self: Node) -> Node:
-    """x.conj(): real dtypes only (complex is refused), so the same value."""
+    """x.conj(): the complex conjugate (the same value for a real dtype)."""
     check_live(self)
-    return self
+    return snp.conj(self)
+
+
+def _real_attr(self: Node) -> Node:
+    """x.real: the real part (x itself for a real dtype)."""
+    check_live(self)
+    return snp.real(self)
+
+
+def _imag_attr(self: Node) -> Node:
+    """x.imag: the imaginary part (zeros for a real dtype)."""
+    check_live(self)
+    return snp.imag(self)
 
 
 def _no_rule_method(name: str) -> Callable:
@@ -645,7 +659,7 @@ def _array_interface() -> dict[str, Callable]:
                                       _IF_FIX),
         "__float__": _scalar_conversion("float()", _KEEP_FIX),
         "__int__": _scalar_conversion("int()", _STATIC_FIX),
-        "__complex__": _conversion_error("complex()", "Complex numbers are not supported."),
+        "__complex__": _scalar_conversion("complex()", _KEEP_FIX),
         "__index__": _conversion_error("Using a traced value as a Python integer (range(n), a list index, a shape)",
                                        "Use integer-array indexing (x[idx] with an integer array) for gathers. "
                                        + _STATIC_FIX),
@@ -654,10 +668,10 @@ def _array_interface() -> dict[str, Callable]:
         "__getitem__": _getitem_method, "__setitem__": setitem, "__len__": _len, "__iter__": _iter,
         "item": _conversion_error(".item()", _KEEP_FIX), "tolist": _conversion_error(".tolist()", _KEEP_FIX),
         "reshape": _reshape_method, "transpose": _transpose_method, "astype": _astype, "dot": _binop("dot"),
-        "copy": _copy, "conj": _conj, "conjugate": _conj,  # real dtypes only: complex is refused
+        "copy": _copy, "conj": _conj, "conjugate": _conj,
         # properties
-        "T": lambda self: L.transpose(self), "mT": lambda self: L.swap_last(self), "real": _conj,
-        "imag": lambda self: snp.zeros_like(self), "itemsize": lambda self: self.dtype.itemsize,
+        "T": lambda self: L.transpose(self), "mT": lambda self: L.swap_last(self), "real": _real_attr,
+        "imag": _imag_attr, "itemsize": lambda self: self.dtype.itemsize,
         "at": lambda self: AtIndexer(self),
     })
     for m in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "take", "var", "std", "clip", "squeeze",

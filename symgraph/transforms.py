@@ -60,7 +60,8 @@ def _normalize_argnums(argnums: int | Sequence[int], nargs: int, fname: str) -> 
     return tuple(a % nargs for a in nums), single
 
 
-def _wrt_leaves(args: tuple, nums: tuple[int, ...], fname: str) -> tuple[list, list[list[Node]], list[Any]]:
+def _wrt_leaves(args: tuple, nums: tuple[int, ...], fname: str,
+                holomorphic: bool = False) -> tuple[list, list[list[Node]], list[Any]]:
     """Replace the differentiated arguments' leaves by fresh nodes.
 
     Returns:
@@ -75,8 +76,12 @@ def _wrt_leaves(args: tuple, nums: tuple[int, ...], fname: str) -> tuple[list, l
             node = L.asnode(x) if not isinstance(x, Node) else x
             if not is_float(node):
                 where = f"argument {a}" + (f" leaf {j}" if len(leaves) > 1 else "")
-                raise DTypeError(f"{fname}: {where} has dtype {node.dtype}; derivatives need float32 or float64 "
+                raise DTypeError(f"{fname}: {where} has dtype {node.dtype}; derivatives need float or complex "
                                  f"inputs (cast with .astype(np.float64), or leave it out of argnums)")
+            if holomorphic and node.dtype.kind != "c":
+                where = f"argument {a}" + (f" leaf {j}" if len(leaves) > 1 else "")
+                raise DTypeError(f"{fname}: holomorphic=True needs complex inputs, but {where} has dtype "
+                                 f"{node.dtype} (cast it with .astype(np.complex128))")
             fl.append(fresh(node))
         new_args[a] = tree_unflatten(td, fl)
         leaves_per.append(fl)
@@ -84,7 +89,7 @@ def _wrt_leaves(args: tuple, nums: tuple[int, ...], fname: str) -> tuple[list, l
     return new_args, leaves_per, trees
 
 
-def _scalar_output(out: Any, fname: str) -> Node:
+def _scalar_output(out: Any, fname: str, holomorphic: bool = False) -> Node:
     what = fname.partition("(")[0]  # grad, value_and_grad, hessian, hvp
     leaves, _ = tree_flatten(out)
     if len(leaves) != 1:
@@ -98,6 +103,12 @@ def _scalar_output(out: Any, fname: str) -> Node:
                                    f"(reduce it with sum/mean, or use sg.jacobian or sg.vjp)")
     if not is_float(o):
         raise DTypeError(f"{fname}: the function output has dtype {o.dtype}; {what} needs a float output")
+    if o.dtype.kind == "c" and not holomorphic:
+        raise DTypeError(f"{fname}: the function output has dtype {o.dtype}; {what} needs a real (float) output. "
+                         f"For a holomorphic function pass holomorphic=True; for other functions with complex "
+                         f"outputs use sg.vjp (or differentiate the real part, np.real(f(z))): docs/complex.md")
+    if holomorphic and o.dtype.kind != "c":
+        raise DTypeError(f"{fname}: holomorphic=True needs a complex output, but the output has dtype {o.dtype}")
     return o
 
 
@@ -131,27 +142,29 @@ def reducing_gradients(reducer: Callable[[list, list], list]) -> Iterator[None]:
         _GRAD_REDUCTION.reducer, _GRAD_REDUCTION.depth = prev, prev_depth
 
 
-def _value_and_grad_inline(f: Callable, args: tuple, nums: tuple[int, ...], single: bool, has_aux: bool, fname: str):
+def _value_and_grad_inline(f: Callable, args: tuple, nums: tuple[int, ...], single: bool, has_aux: bool, fname: str,
+                           holomorphic: bool = False):
     st = _GRAD_REDUCTION
     depth = st.depth
     st.depth = depth + 1
     try:
-        out = _value_and_grad_body(f, args, nums, single, has_aux, fname, st.reducer if depth == 0 else None)
+        out = _value_and_grad_body(f, args, nums, single, has_aux, fname, st.reducer if depth == 0 else None,
+                                   holomorphic)
     finally:
         st.depth = depth
     return out
 
 
 def _value_and_grad_body(f: Callable, args: tuple, nums: tuple[int, ...], single: bool, has_aux: bool, fname: str,
-                         reducer: Callable[[list, list], list] | None):
-    new_args, fl, trees = _wrt_leaves(args, nums, fname)
+                         reducer: Callable[[list, list], list] | None, holomorphic: bool = False):
+    new_args, fl, trees = _wrt_leaves(args, nums, fname, holomorphic)
     res = f(*new_args)
     aux = None
     if has_aux:
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
             raise SymgraphError(f"{fname}: has_aux=True needs the function to return a pair (output, aux)")
         res, aux = res
-    scalar = _scalar_output(res, fname)
+    scalar = _scalar_output(res, fname, holomorphic)
     out = as_output(tree_flatten(res)[0][0], 0)  # the value as the function returned it ((1,) stays (1,))
     if has_aux:  # under sg.compile(roll=True): Python loops of the primal become scan loops before reverse mode
         aux_l, aux_t = tree_flatten(aux)
@@ -172,13 +185,15 @@ def _value_and_grad_body(f: Callable, args: tuple, nums: tuple[int, ...], single
     return ((out, aux), g) if has_aux else (out, g)
 
 
-def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+                   holomorphic: bool = False) -> Callable:
     """Return a function computing f's value and its gradient.
 
     Args:
         f: a function whose output is a float scalar (0-d). Also usable as a decorator.
         argnums: which positional argument(s) to differentiate (int or tuple).
         has_aux: f returns (output, aux); aux is returned alongside, not differentiated.
+        holomorphic: f is holomorphic (complex inputs and output): the gradient is f'(z), as in JAX.
 
     Returns:
         A function returning (value, grad); grad has the structure of the
@@ -186,23 +201,26 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, 
 
     Raises:
         NonScalarOutputError: f's output is not a scalar.
-        DTypeError: a differentiated argument is an integer or bool array.
+        DTypeError: a differentiated argument is an integer or bool array; a complex output without
+            holomorphic=True; holomorphic=True with a real input or output.
     """
     if f is None:
-        return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux)
+        return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux, holomorphic=holomorphic)
     fname = f"value_and_grad({getattr(f, '__name__', 'f')})"
 
     @functools.wraps(f)
     def vg(*args: Any) -> Any:
         nums, single = _normalize_argnums(argnums, len(args), fname)
         if _build_inline(args):
-            return _value_and_grad_inline(f, args, nums, single, has_aux, fname)
-        return _run(lambda *a: _value_and_grad_inline(f, a, nums, single, has_aux, fname), args, fname, user_fn=f)
+            return _value_and_grad_inline(f, args, nums, single, has_aux, fname, holomorphic)
+        return _run(lambda *a: _value_and_grad_inline(f, a, nums, single, has_aux, fname, holomorphic), args, fname,
+                    user_fn=f)
 
     return vg
 
 
-def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+         holomorphic: bool = False) -> Callable:
     """Return a function computing the gradient of scalar-valued f.
 
     Usable as `sg.grad(f)`, `@sg.grad` or `@sg.grad(argnums=1)`.
@@ -211,6 +229,10 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
         f: function of arrays (or pytrees) returning a float scalar.
         argnums: int or tuple of ints: positional arguments to differentiate.
         has_aux: f returns (output, aux); the gradient function returns (grad, aux).
+        holomorphic: f is holomorphic, C -> C (complex inputs and output): the gradient is the
+            complex derivative f'(z), as `jax.grad(f, holomorphic=True)`. Without it, a complex
+            input of a real-valued f gets JAX's gradient df/dx - i df/dy (z = x + iy;
+            docs/complex.md), and a complex output is refused.
 
     Returns:
         A function with f's signature returning the gradient, with the
@@ -218,25 +240,26 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
 
     Raises:
         NonScalarOutputError: f's output is not a scalar (names the shape).
-        DTypeError: differentiating with respect to an integer or bool argument.
+        DTypeError: differentiating with respect to an integer or bool argument; a complex
+            output without holomorphic=True; holomorphic=True with a real input or output.
     """
     if f is None:
-        return functools.partial(grad, argnums=argnums, has_aux=has_aux)
-    return _grad(f, argnums, has_aux, f"grad({getattr(f, '__name__', 'f')})")
+        return functools.partial(grad, argnums=argnums, has_aux=has_aux, holomorphic=holomorphic)
+    return _grad(f, argnums, has_aux, f"grad({getattr(f, '__name__', 'f')})", holomorphic)
 
 
-def _grad(f: Callable, argnums: int | Sequence[int], has_aux: bool, fname: str) -> Callable:
+def _grad(f: Callable, argnums: int | Sequence[int], has_aux: bool, fname: str, holomorphic: bool = False) -> Callable:
     """`grad(f)` whose error messages name `fname` (hessian and hvp are built on it)."""
 
     @functools.wraps(f)
     def g(*args: Any) -> Any:
         nums, single = _normalize_argnums(argnums, len(args), fname)
         if _build_inline(args):
-            (v, gr) = _value_and_grad_inline(f, args, nums, single, has_aux, fname)
+            (v, gr) = _value_and_grad_inline(f, args, nums, single, has_aux, fname, holomorphic)
             return (gr, v[1]) if has_aux else gr
 
         def inner(*a: Any) -> Any:
-            v, gr = _value_and_grad_inline(f, a, nums, single, has_aux, fname)
+            v, gr = _value_and_grad_inline(f, a, nums, single, has_aux, fname, holomorphic)
             return (gr, v[1]) if has_aux else gr
 
         return _run(inner, args, fname, user_fn=f)
@@ -271,9 +294,9 @@ def _check_tangents(f: Callable, primals: tuple, tangents: tuple, fname: str) ->
             names = names or arg_leaf_names(f, tuple(primals))
             raise ShapeError(f"{fname}: the tangent of argument {names[i]} has shape {tuple(ts)}, the primal has "
                              f"shape {tuple(ps)}")
-        if type(t) is float and pd.kind == "f":
-            tl[i] = np.asarray(t, dtype=pd)  # a Python float takes the primal's float dtype
-        elif pd.kind == "f" and td != pd:
+        if (type(t) is float and pd.kind in "fc") or (type(t) is complex and pd.kind == "c"):
+            tl[i] = np.asarray(t, dtype=pd)  # a Python float (or complex) takes the primal's dtype
+        elif pd.kind in "fc" and td != pd:
             names = names or arg_leaf_names(f, tuple(primals))
             raise DTypeError(f"{fname}: the tangent of argument {names[i]} has dtype {td}, the primal has dtype "
                              f"{pd}; a tangent must have its primal's dtype (cast it with .astype(np.{pd}))")
@@ -339,8 +362,8 @@ def _vjp_inline(f: Callable, primals: tuple, cotangent: Any, fname: str):
         shp = c.shape if isinstance(c, Node) else np.shape(c)
         if tuple(shp) != o.shape:
             raise ShapeError(f"{fname}: cotangent {i} has shape {tuple(shp)}, the output has shape {o.shape}")
-        cd = c.dtype if isinstance(c, Node) else (None if type(c) in (float, int) else np.asarray(c).dtype)
-        if cd is not None and o.dtype.kind == "f" and cd != o.dtype:
+        cd = c.dtype if isinstance(c, Node) else (None if type(c) in (float, int, complex) else np.asarray(c).dtype)
+        if cd is not None and o.dtype.kind in "fc" and cd != o.dtype:
             raise DTypeError(f"{fname}: cotangent {i} has dtype {cd}, the output has dtype {o.dtype}; a cotangent "
                              f"must have its output's dtype (cast it with .astype(np.{o.dtype}))")
         cnodes.append(L.cast(L.asnode(c), o.dtype))
@@ -382,8 +405,8 @@ def vjp(f: Callable, *primals: Any) -> tuple[Any, Callable]:
         cl, ctree = tree_flatten(ct)
         ol, otree = tree_flatten(out)
         if ctree == otree:  # a Python float cotangent takes its output's dtype (it would trace as float64)
-            cl = [np.asarray(c, dtype=np.asarray(o).dtype) if type(c) in (float, int) and np.asarray(o).dtype.kind
-                  == "f" else c for c, o in zip(cl, ol)]
+            cl = [np.asarray(c, dtype=np.asarray(o).dtype) if (type(c) in (float, int) and np.asarray(o).dtype.kind
+                  in "fc") or (type(c) is complex and np.asarray(o).dtype.kind == "c") else c for c, o in zip(cl, ol)]
             ct = tree_unflatten(ctree, cl)
         return _run(lambda p, c: _vjp_inline(f, p, c, fname), (tuple(primals), ct), fname)
 
@@ -442,6 +465,11 @@ def _jacobian(f: Callable, argnums: int | Sequence[int], mode: str | None, fname
             if not is_float(o):
                 raise DTypeError(f"{fname}: output {i} has dtype {o.dtype}; a Jacobian needs float outputs")
         wrt = [x for leaves in fl for x in leaves]
+        for what, v in [("output", o) for o in ol] + [("argument", w) for w in wrt]:
+            if v.dtype.kind == "c":
+                raise DTypeError(f"{fname}: a complex {what} (dtype {v.dtype}); Jacobians and Hessians of complex "
+                                 f"functions are not built yet: use sg.jvp / sg.vjp (JAX's convention, "
+                                 f"docs/complex.md), sg.grad(..., holomorphic=True), or real and imaginary parts")
         n_out, n_in = sum(o.size for o in ol), sum(w.size for w in wrt)
         m = mode or ("rev" if n_out <= n_in else "fwd")
         # J[i][j]: d ol[i] / d wrt[j], shape ol[i].shape + wrt[j].shape
@@ -485,7 +513,8 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         out_leaf.shape + in_leaf.shape, in the output's structure.
 
     Raises:
-        DTypeError: a differentiated argument or an output is not float.
+        DTypeError: a differentiated argument or an output is not float (complex ones included:
+            not built yet, docs/complex.md).
     """
     return _jacobian(f, argnums, None, f"jacobian({getattr(f, '__name__', 'f')})")
 

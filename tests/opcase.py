@@ -54,6 +54,22 @@ def with_nans(rng, shape, dtype):
     return x
 
 
+def _complex_of(dtype):
+    return np.complex64 if np.dtype(dtype) in (np.float32, np.complex64) else np.complex128
+
+
+def cplx(rng, shape, dtype):
+    """Complex values of the float dtype's width (float32 -> complex64, float64 -> complex128)."""
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(_complex_of(dtype))
+
+
+def cplx_nonzero(rng, shape, dtype):
+    """Complex values with |z| in [0.5, 2], away from the negative real axis (log's and sqrt's branch cut)."""
+    r = rng.uniform(0.5, 2.0, shape)
+    phi = rng.uniform(-2.5, 2.5, shape)
+    return (r * np.exp(1j * phi)).astype(_complex_of(dtype))
+
+
 def boolean(rng, shape, dtype):
     return rng.random(shape) < 0.5
 

@@ -462,6 +462,19 @@ def _unslice_src(cx, e, a):
     return b.select(b.icmp_signed(">", j, c(max(n - 1, 0))), c(max(n - 1, 0)), j)
 
 
+# ----- complex parts: not lowered natively yet -----
+# `codegen.compile_graph` refuses a graph holding complex values before partitioning (an UnsupportedOpError
+# naming the first complex op and suggesting backend="numpy", docs/complex.md), so these ops never reach an
+# emitter; the entries state that, and raise the same error if a future caller skips the check.
+
+
+@emitter("conj", "real", "imag", "complex", "complex_abs")
+def _complex_part(cx, e, a):
+    from symgraph.errors import UnsupportedOpError
+
+    raise UnsupportedOpError(f"codegen: complex op {e.op!r} is not lowered natively; use backend='numpy'")
+
+
 def has_emitter(op_name: str, kind: str) -> bool:
     """Whether an op of the given kind can be lowered (used by the completeness test)."""
     if kind == "elementwise":

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from .arithmetic import *  # noqa: F401,F403  (each module's __all__ is its public names)
 from .base import *  # noqa: F401,F403
+from .complex_numbers import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .decompositions import *  # noqa: F401,F403
 from .elementary import *  # noqa: F401,F403

@@ -146,6 +146,10 @@ def power(x: Any, y: Any) -> Any:
             and _np.asarray(y).dtype.kind in "iu" and bool(_np.any(_np.asarray(y) < 0))):
         raise DTypeError(f"integers to negative integer powers are not allowed (x is {x.dtype}, y = {y!r}), as in "
                          f"NumPy; use a float base (x.astype(float) ** y) or float_power")
+    if _is_complex(x) or _is_complex(y):
+        if isinstance(y, (int, float)) and not isinstance(y, bool) and y == 2 and isinstance(x, Node):
+            return multiply(x, x)  # NumPy's z**2 is z*z bit for bit; other powers are NumPy's own algorithm
+        return L.binary("pow", x, y, float_op=True)
     if isinstance(y, (int, float)) and not isinstance(y, bool) and float(y).is_integer() and builtins.abs(y) <= 4 and isinstance(x, Node):
         n = int(y)
         if n == 0:
@@ -161,6 +165,17 @@ def power(x: Any, y: Any) -> Any:
     return L.binary("pow", x, y, float_op=True)
 
 
+def power_operator(x: Any, y: Any) -> Any:
+    """x ** y as Python's operator: NumPy's ndarray `**` takes sqrt for a complex base to the power 0.5.
+
+    (NumPy's other operator shortcuts give power's values; for a complex base, z ** -1 is NumPy's
+    reciprocal there and 1/z here, which can differ in the last bit: docs/complex.md.)
+    """
+    if _is_complex(x) and isinstance(x, Node) and type(y) is float and y == 0.5:
+        return L.unary("sqrt", x)
+    return power(x, y)
+
+
 def square(x: Any) -> Any:
     """x * x."""
     return multiply(x, x)
@@ -171,8 +186,20 @@ def reciprocal(x: Any) -> Any:
     return divide(_np.asarray(1, dtype=L.result_dtype(x, 1.0)) if isinstance(x, Node) else 1.0, x)
 
 
+def _is_complex(x: Any) -> bool:
+    if isinstance(x, (Node, _np.ndarray, _np.generic)):
+        return x.dtype.kind == "c"
+    return isinstance(x, complex)
+
+
 def abs(x: Any) -> Any:  # noqa: A001
-    """Absolute value; derivative sign(x) (0 at 0)."""
+    """Absolute value; derivative sign(x) (0 at 0).
+
+    For complex x, |z| as a real array (complex64 -> float32), NumPy's value; derivative conj(z)/|z| under
+    JAX's convention (docs/complex.md), 0 at z = 0.
+    """
+    if _is_complex(x):
+        return L.unary("complex_abs", x)
     return L.unary("abs", x, float_op=False)
 
 

@@ -37,6 +37,11 @@ __all__ = [
     "same_dtype",
     "bool_dtype",
     "float_only",
+    "inexact",
+    "real_only",
+    "complex_only",
+    "real_dtype",
+    "complex_dtype",
     "normalize_axes",
 ]
 
@@ -129,11 +134,14 @@ class Op:
             (views, identities, gather, max/min reductions): a constant splat
             stays that splat. Default: a view or the identity of input 0.
         commutative: the first two inputs commute bitwise: op(a, b, ...) ==
-            op(b, a, ...) (add, mul, eq, ne, logical and/or; a*b of muladd).
+            op(b, a, ...) (add, mul, eq, ne, logical and/or; a*b of muladd), for real
+            operands (NumPy's complex product is not bitwise commutative: simplify
+            keeps complex operands in order).
         associative: op(op(a, b), c) == op(a, op(b, c)) in exact arithmetic.
         ring: a polynomial operation (add, sub, neg, mul, muladd): polynomials
             in its inputs are closed under it (simplify's polynomial stage).
-        magnitude: one of MAGNITUDES (a bound simplification may use), or None.
+        magnitude: one of MAGNITUDES (a bound simplification may use, on real values only:
+            |sin z| is unbounded for complex z), or None.
         neg_zero: when the op can give -0.0: "never", or a tuple of input
             indices (-0.0 only where all of those inputs may be -0.0), or None
             (it may: the safe default).
@@ -308,4 +316,42 @@ def float_only(*dtypes: Any, **kw: Any) -> np.dtype:
     d = same_dtype(*dtypes)
     if d.kind != "f":
         raise DTypeError(f"needs float32 or float64 operands, got {d}")
+    return d
+
+
+def inexact(*dtypes: Any, **kw: Any) -> np.dtype:
+    """Operands share one floating or complex dtype (float32, float64, complex64, complex128)."""
+    d = same_dtype(*dtypes)
+    if d.kind not in "fc":
+        raise DTypeError(f"needs float or complex operands, got {d}")
+    return d
+
+
+def complex_only(*dtypes: Any, **kw: Any) -> np.dtype:
+    """Operands share one complex dtype (complex64 or complex128)."""
+    d = same_dtype(*dtypes)
+    if d.kind != "c":
+        raise DTypeError(f"needs complex64 or complex128 operands, got {d}")
+    return d
+
+
+def real_dtype(d: Any) -> np.dtype:
+    """The real dtype of a complex one (complex64 -> float32, complex128 -> float64); real dtypes unchanged."""
+    d = np.dtype(d)
+    return np.dtype(np.finfo(d).dtype) if d.kind == "c" else d
+
+
+def complex_dtype(d: Any) -> np.dtype:
+    """The complex dtype of a float one (float32 -> complex64, float64 -> complex128); complex unchanged."""
+    d = np.dtype(d)
+    if d.kind == "c":
+        return d
+    return np.dtype(np.complex64) if d == np.float32 else np.dtype(np.complex128)
+
+
+def real_only(*dtypes: Any, **kw: Any) -> np.dtype:
+    """Operands share one real dtype (bool, integer or float): the op has no complex semantics in symgraph."""
+    d = same_dtype(*dtypes)
+    if d.kind == "c":
+        raise DTypeError(f"needs real operands, got {d}")
     return d

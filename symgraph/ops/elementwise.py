@@ -26,7 +26,10 @@ from .. import lax as L
 from ..errors import DTypeError, ShapeError
 from ..ir import ConstValue
 from .batch import LOOP
-from .core import DIVISION, MathFn, Op, bool_dtype, float_only, register, same_dtype, same_shape
+from .core import (
+    DIVISION, MathFn, Op, bool_dtype, complex_dtype, complex_only, float_only, inexact, real_dtype, real_only, register,
+    same_dtype, same_shape,
+)
 
 # ----- sources -----
 
@@ -91,19 +94,19 @@ def _erf(x):
 
 
 _defunary("exp", np.exp, lambda x, y: y, "e**x; derivative reuses the output",
-          math=MathFn("exp", "exp"), neg_zero="never")
-_defunary("log", np.log, lambda x, y: 1.0 / x, "natural log", math=MathFn("log", "log"), neg_zero="never")
+          dtype_rule=inexact, math=MathFn("exp", "exp"), neg_zero="never")
+_defunary("log", np.log, lambda x, y: 1.0 / x, "natural log", dtype_rule=inexact, math=MathFn("log", "log"), neg_zero="never")
 _defunary("log1p", np.log1p, lambda x, y: 1.0 / (x + 1.0), "log(1 + x), accurate near 0", math=MathFn("log1p"))
 _defunary("expm1", np.expm1, lambda x, y: y + 1.0, "e**x - 1, accurate near 0", math=MathFn("expm1"))
 _defunary("sqrt", np.sqrt, lambda x, y: 0.5 / y, "square root; derivative 0.5/sqrt(x) reuses the output",
-          math=MathFn("sqrt", "sqrt"))
-_defunary("sin", np.sin, lambda x, y: L.unary("cos", x), math=MathFn("sin", "sin", ("f64", "f32")), magnitude="unit")
-_defunary("cos", np.cos, lambda x, y: -L.unary("sin", x), math=MathFn("cos", "cos", ("f64", "f32")),
+          dtype_rule=inexact, math=MathFn("sqrt", "sqrt"))
+_defunary("sin", np.sin, lambda x, y: L.unary("cos", x), dtype_rule=inexact, math=MathFn("sin", "sin", ("f64", "f32")), magnitude="unit")
+_defunary("cos", np.cos, lambda x, y: -L.unary("sin", x), dtype_rule=inexact, math=MathFn("cos", "cos", ("f64", "f32")),
           magnitude="unit", neg_zero="never")
 _defunary("tan", np.tan, lambda x, y: 1.0 + y * y, "derivative 1 + tan**2 reuses the output",
-          math=MathFn("tan", "tan", ("f64", "f32")))
+          dtype_rule=inexact, math=MathFn("tan", "tan", ("f64", "f32")))
 _defunary("tanh", np.tanh, lambda x, y: 1.0 - y * y, "derivative 1 - tanh**2 reuses the output",
-          math=MathFn("tanh", "tanh"), magnitude="unit")
+          dtype_rule=inexact, math=MathFn("tanh", "tanh"), magnitude="unit")
 _defunary("sigmoid", _sigmoid, lambda x, y: y * (1.0 - y), "logistic 1/(1+e**-x), stable; derivative y(1-y)",
           math=MathFn(None, via="exp"), magnitude="unit", neg_zero="never")
 _defunary("erf", _erf, lambda x, y: (2.0 / math.sqrt(math.pi)) * L.unary("exp", -(x * x)), "error function",
@@ -111,10 +114,10 @@ _defunary("erf", _erf, lambda x, y: (2.0 / math.sqrt(math.pi)) * L.unary("exp", 
 _defunary("arcsinh", np.arcsinh, lambda x, y: 1.0 / L.unary("sqrt", x * x + 1.0), "inverse hyperbolic sine",
           math=MathFn("asinh"))
 _defunary("abs", np.abs, lambda x, y: L.unary("sign", x, float_op=False), "absolute value; abs'(0) = 0",
-          dtype_rule=same_dtype, magnitude="input", neg_zero="never")
+          dtype_rule=real_only, magnitude="input", neg_zero="never")
 
 
-def _zero_deriv(name: str, impl, dtype_rule=same_dtype, doc: str = "") -> Op:
+def _zero_deriv(name: str, impl, dtype_rule=real_only, doc: str = "") -> Op:
     """A piecewise-constant op: zero derivative (differentiable=False)."""
     return register(Op(name, 1, "elementwise", same_shape, dtype_rule, impl, differentiable=False, doc=doc))
 
@@ -158,10 +161,15 @@ def _cast_dtype(d, *, dtype):
 
 
 def _cast_impl(x, *, dtype):
+    if x.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        return x.real.astype(dtype)  # complex to real keeps the real part (NumPy's value, without its ComplexWarning)
     return x.astype(dtype)
 
 
 def _cast_vjp(ct, node):
+    # complex -> real keeps the real part, real -> complex adds a zero imaginary part: under JAX's convention
+    # (docs/complex.md) their VJPs are the other cast (a real cotangent gains a zero imaginary part; a complex
+    # cotangent of a real -> complex cast keeps its real part)
     x = node.inputs[0]
     if x.dtype.kind not in "fc":
         return (None,)
@@ -263,7 +271,7 @@ register(Op("sub", 2, "elementwise", same_shape, same_dtype, np.subtract, _sub_v
             neg_zero=(0,), ring=True))
 register(Op("mul", 2, "elementwise", same_shape, same_dtype, np.multiply, _mul_vjp, _mul_jvp, doc="x * y",
             commutative=True, associative=True, ring=True))
-register(Op("div", 2, "elementwise", same_shape, float_only, np.true_divide, _div_vjp, _div_jvp, doc="x / y",
+register(Op("div", 2, "elementwise", same_shape, inexact, np.true_divide, _div_vjp, _div_jvp, doc="x / y",
             cost=DIVISION))
 register(Op("pow", 2, "elementwise", same_shape, same_dtype, _pow_impl, _pow_vjp, _pow_jvp,
             doc="x ** y; d/dy at x = 0 taken as 0", math=MathFn("pow", "pow", ("f32",))))
@@ -298,9 +306,9 @@ def _lt(x, y):
     return L.binary("lt", x, y)
 
 
-register(Op("maximum", 2, "elementwise", same_shape, same_dtype, np.maximum, _select_vjp(_gt), _select_jvp(_gt),
+register(Op("maximum", 2, "elementwise", same_shape, real_only, np.maximum, _select_vjp(_gt), _select_jvp(_gt),
             doc="elementwise max (NaN propagates); tie: derivative goes to the second operand", selects=True))
-register(Op("minimum", 2, "elementwise", same_shape, same_dtype, np.minimum, _select_vjp(_lt), _select_jvp(_lt),
+register(Op("minimum", 2, "elementwise", same_shape, real_only, np.minimum, _select_vjp(_lt), _select_jvp(_lt),
             doc="elementwise min (NaN propagates); tie: derivative goes to the second operand", selects=True))
 
 for _name, _fn, _comm in [("lt", np.less, False), ("le", np.less_equal, False), ("gt", np.greater, False),
@@ -404,7 +412,7 @@ def _muladd_jvp(t, node):
     return _add_jvp((prod, tc), node)
 
 
-register(Op("muladd", 3, "elementwise", same_shape, float_only, _muladd_impl, _muladd_vjp, _muladd_jvp,
+register(Op("muladd", 3, "elementwise", same_shape, inexact, _muladd_impl, _muladd_vjp, _muladd_jvp,
             doc="a*b + c rounded twice (equal to mul then add, not a fused multiply-add); "
                 "the Horner steps of simplify's polynomial stage", neg_zero=(2,), commutative=True, ring=True))
 
@@ -545,3 +553,100 @@ def _copysign_dx(node):
 _defbinary("copysign", np.copysign, _copysign_dx, None,
            "|x1| with the sign bit of x2 (also of -0.0 and NaN); derivative sign(x1) * (+-1) in x1 "
            "(0 at x1 = 0, as abs), 0 in x2", magnitude="input")
+
+# ----- complex parts (docs/complex.md) -----
+#
+# Derivatives follow JAX's convention: a cotangent g of a value w stands for the real linear functional
+# dw -> Re(g * dw) (no conjugation), so holomorphic ops keep their real rules (ct * f'(z)) and only the
+# ops below, which are R-linear but not C-linear, have rules of their own:
+#   conj: g -> conj(g);  real: g -> g + 0j;  imag: g -> -1j * g;  complex(x, y): g -> (Re g, -Im g).
+
+
+def _real_part_dtype(d, **_):
+    d = complex_only(d)
+    return real_dtype(d)
+
+
+def _complex_of_dtype(a, b, **_):
+    d = same_dtype(a, b)
+    if d.kind != "f":
+        raise DTypeError(f"complex: needs float32 or float64 parts, got {d}")
+    return complex_dtype(d)
+
+
+def _conj_vjp(ct, node):
+    return (L.bind("conj", ct),)
+
+
+def _conj_jvp(t, node):
+    return None if t[0] is None else L.bind("conj", t[0])
+
+
+def _real_vjp(ct, node):
+    return (L.cast(ct, node.inputs[0].dtype),)
+
+
+def _real_jvp(t, node):
+    return None if t[0] is None else L.bind("real", t[0])
+
+
+def _imag_vjp(ct, node):
+    return (L.bind("complex", L.zeros_like(ct), -ct),)
+
+
+def _imag_jvp(t, node):
+    return None if t[0] is None else L.bind("imag", t[0])
+
+
+def _complex_vjp(ct, node):
+    return (L.bind("real", ct), -L.bind("imag", ct))
+
+
+def _complex_jvp(t, node):
+    tx, ty = t
+    if tx is None and ty is None:
+        return None
+    x, y = node.inputs
+    return L.bind("complex", L.zeros_like(x) if tx is None else tx, L.zeros_like(y) if ty is None else ty)
+
+
+def _complex_impl(x, y):
+    out = np.empty(np.shape(x), complex_dtype(np.result_type(x, y)))
+    out.real = x
+    out.imag = y
+    return out
+
+
+register(Op("conj", 1, "elementwise", same_shape, complex_only, np.conjugate, _conj_vjp, _conj_jvp, linear=True,
+            doc="complex conjugate x - iy (NumPy's conjugate: the imaginary part's sign flipped, -0.0 included)"))
+register(Op("real", 1, "elementwise", same_shape, _real_part_dtype, lambda x: x.real.copy(), _real_vjp, _real_jvp, linear=True,
+            copies_input=False, doc="real part of a complex array (complex64 -> float32, complex128 -> float64)"))
+register(Op("imag", 1, "elementwise", same_shape, _real_part_dtype, lambda x: x.imag.copy(), _imag_vjp, _imag_jvp, linear=True,
+            copies_input=False, doc="imaginary part of a complex array (complex64 -> float32, complex128 -> float64)"))
+register(Op("complex", 2, "elementwise", same_shape, _complex_of_dtype, _complex_impl, _complex_vjp, _complex_jvp,
+            linear=True, doc="x + iy from float parts, exactly (no arithmetic: -0.0, inf and NaN parts kept)"))
+
+
+def _cabs_dtype(d, **_):
+    return real_dtype(complex_only(d))
+
+
+def _unit_phase(node):
+    """conj(z) / |z| where |z| != 0, else 0 (abs'(0) = 0, as for real abs): the derivative of |z| (node = |z|)."""
+    z = node.inputs[0]
+    zero = L.binary("eq", node, L.zeros_like(node))
+    r = L.cast(L.where(zero, 1.0, node), z.dtype)
+    return L.where(zero, 0.0, L.bind("conj", z) / r)
+
+
+def _cabs_vjp(ct, node):
+    return (L.cast(ct, node.inputs[0].dtype) * _unit_phase(node),)
+
+
+def _cabs_jvp(t, node):
+    return None if t[0] is None else L.bind("real", _unit_phase(node) * t[0])
+
+
+register(Op("complex_abs", 1, "elementwise", same_shape, _cabs_dtype, np.abs, _cabs_vjp, _cabs_jvp,
+            neg_zero="never", doc="|z| of a complex array as NumPy computes it (scaled, without overflow); "
+                                  "a real result; derivative conj(z)/|z| under JAX's convention, 0 at z = 0"))

@@ -93,7 +93,13 @@ def _is_neg_zero(x: Node) -> bool:
 
 
 def _maybe_neg_zero(x: Node, depth: int = 0) -> bool:
-    """Whether x may hold -0.0 somewhere (conservative; bounded look-down)."""
+    """Whether x may hold -0.0 somewhere (conservative; bounded look-down).
+
+    A complex x may hold -0.0 in either part unless it is a constant without one.
+    """
+    if x.dtype.kind == "c":
+        a = _const_array(x)
+        return a is None or bool(np.any(((a.real == 0) & np.signbit(a.real)) | ((a.imag == 0) & np.signbit(a.imag))))
     if x.dtype.kind != "f":
         return False
     s = _splat(x)

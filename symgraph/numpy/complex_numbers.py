@@ -1,0 +1,116 @@
+"""Complex parts and queries: conj/conjugate, real, imag, angle, iscomplexobj, isrealobj, iscomplex, isreal.
+
+complex64 and complex128 values trace through the arithmetic and elementary functions
+(docs/complex.md lists which); this module holds the functions that exist only for complex
+numbers. For a real argument they are NumPy's: conj and real return the value, imag zeros,
+angle arctan2(0, x). Derivatives follow JAX's convention (docs/complex.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as _np
+
+from .. import lax as L
+from ..ir import Node
+
+__all__ = ["angle", "conj", "conjugate", "imag", "iscomplex", "iscomplexobj", "isreal", "isrealobj", "real"]
+
+
+def _dtype(x: Any) -> _np.dtype:
+    if isinstance(x, (Node, _np.ndarray, _np.generic)):
+        return x.dtype
+    return _np.asarray(x).dtype
+
+
+def _node(x: Any) -> Any:
+    return x if isinstance(x, Node) else _np.asarray(x)
+
+
+def conj(x: Any) -> Any:
+    """Complex conjugate x - iy, elementwise (the value itself for real x).
+
+    Shapes and dtype are x's. Derivative: conj of the cotangent (and of the tangent): conj is R-linear.
+    """
+    if _dtype(x).kind != "c":
+        return x
+    return L.bind("conj", _node(x))
+
+
+conjugate = conj
+
+
+def real(val: Any) -> Any:
+    """The real part: float32 for complex64, float64 for complex128; a real array itself."""
+    if _dtype(val).kind != "c":
+        return val
+    return L.bind("real", _node(val))
+
+
+def imag(val: Any) -> Any:
+    """The imaginary part: float32 for complex64, float64 for complex128; zeros for a real array.
+
+    Derivative under JAX's convention: a real cotangent g becomes -1j * g (docs/complex.md).
+    """
+    if _dtype(val).kind != "c":
+        if isinstance(val, Node):
+            return L.zeros_like(val)
+        return _np.zeros_like(_np.asarray(val))
+    return L.bind("imag", _node(val))
+
+
+def angle(z: Any, deg: bool = False) -> Any:
+    """The argument of z in (-pi, pi], as NumPy: arctan2(imag(z), real(z)) (bit for bit), in degrees with deg=True.
+
+    A real result (float32 for complex64); integer input gives float64. Derivative: arctan2's, through
+    real and imag; 0 at z = 0 (arctan2's convention).
+    """
+    d = _dtype(z)
+    if d.kind == "c":
+        zr, zi = real(z), imag(z)
+    else:
+        zr = L.to_float(_node(z))
+        zi = L.zeros_like(zr) if isinstance(zr, Node) else _np.zeros_like(zr)
+    a = L.binary("arctan2", zi, zr, float_op=True)
+    if deg:
+        a = L.binary("mul", a, 180.0 / _np.pi)
+    return a
+
+
+def iscomplexobj(x: Any) -> bool:
+    """Whether x has a complex dtype (a Python bool: dtypes are known when tracing)."""
+    return _dtype(x).kind == "c"
+
+
+def isrealobj(x: Any) -> bool:
+    """Whether x has no complex dtype (a Python bool)."""
+    return not iscomplexobj(x)
+
+
+def iscomplex(x: Any) -> Any:
+    """Elementwise: a nonzero imaginary part (bool); all False for real x."""
+    if _dtype(x).kind != "c":
+        if isinstance(x, Node):
+            return L.cast(L.zeros_like(x), bool)
+        return _np.zeros(_np.shape(x), bool)
+    return L.binary("ne", imag(x), 0.0)
+
+
+def isreal(x: Any) -> Any:
+    """Elementwise: a zero imaginary part (bool); all True for real x."""
+    if _dtype(x).kind != "c":
+        if isinstance(x, Node):
+            return L.cast(L.full_like(x, 1), bool)
+        return _np.ones(_np.shape(x), bool)
+    return L.binary("eq", imag(x), 0.0)
+
+
+# ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
+
+UFUNCS = {"conjugate": conj}
+
+FUNCTIONS = {
+    _np.real: real, _np.imag: imag, _np.angle: angle, _np.iscomplexobj: iscomplexobj, _np.isrealobj: isrealobj,
+    _np.iscomplex: iscomplex, _np.isreal: isreal, _np.conj: conj,
+}
