@@ -31,6 +31,7 @@ from .inplace import (ARRAY_INTERFACE_FILES, INPLACE_BINOPS, INPLACE_METHODS, OW
                       check_writable, end_trace, fresh_copy, inplace_binop, inplace_method, own_array, setitem,
                       track_shared)
 from .ir import Builder, Graph, Node, collector_paused, current_builder, install_array_api
+from .numpy.complex_numbers import COMPLEX_FUNCTIONS, COMPLEX_METHODS, COMPLEX_UFUNCS, any_complex
 from .lax import as_output
 from .ops import OPS
 from .tree import tree_flatten, tree_paths, tree_unflatten
@@ -411,6 +412,8 @@ def _iter(self: Node) -> Any:
 def _method(name: str) -> Callable:
     def m(self: Node, *a: Any, **k: Any) -> Any:
         check_live(self)
+        if self.dtype.kind == "c" and name not in COMPLEX_METHODS:
+            raise _complex_refused(f"x.{name}()")
         return getattr(snp, name)(self, *a, **k)
 
     m.__name__ = name
@@ -543,6 +546,12 @@ def _astype(self: Node, dtype: Any, copy: bool = True) -> Any:
 # ----- NumPy protocols -----
 
 
+def _complex_refused(what: str) -> UnsupportedOpError:
+    return UnsupportedOpError(f"{what} on complex values has no rule in symgraph yet (its real-valued rule would "
+                              f"give wrong numbers); docs/complex.md lists what supports complex numbers. Write it "
+                              f"with np.real / np.imag parts, or with the supported operations")
+
+
 def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
     check_live(self)
     if STALE:
@@ -592,6 +601,8 @@ def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: An
                                      f"in symgraph; see symgraph.scipy.special")
     if fn is None:
         raise UnsupportedOpError(f"np.{ufunc.__name__} has no rule in symgraph (no traced equivalent)")
+    if ufunc.__name__ not in COMPLEX_UFUNCS and any_complex(inputs):
+        raise _complex_refused(f"np.{ufunc.__name__}")
     extra = set(kwargs) - {"dtype", "casting", "where"}
     if extra or kwargs.get("where", True) is not True:
         raise UnsupportedOpError(f"np.{ufunc.__name__}: keyword arguments {sorted(set(kwargs))} are not supported")
@@ -613,6 +624,9 @@ def _array_function(self: Node, func: Any, types: Any, args: Any, kwargs: Any) -
         mod = "np" if mod.startswith("numpy") and "linalg" not in mod else mod.replace("numpy", "np")
         raise UnsupportedOpError(f"{mod}.{func.__name__} has no rule in symgraph; "
                                  f"write it with supported operations (see symgraph.numpy)")
+    if func not in COMPLEX_FUNCTIONS and (any_complex(args) or any_complex(kwargs.values())):
+        mod = getattr(func, "__module__", "numpy") or "numpy"
+        raise _complex_refused(f"np.linalg.{func.__name__}" if "linalg" in mod else f"np.{func.__name__}")
     if kwargs:
         try:
             inspect.signature(fn).bind(*args, **kwargs)

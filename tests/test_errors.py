@@ -509,7 +509,7 @@ INSIDE = [
     (f_moveaxis, S, "moveaxis", ["moveaxis", "axis 5"]),
     (f_max_empty, S, "maxempty", ["max", "zero-size"]),
     (f_str_arith, D, "strarith", ["add", "str"]),
-    (f_complex, D, "complex", ["real operands", "complex128"]),
+    (f_complex, U, "complex", ["np.maximum", "complex values", "docs/complex.md"]),
     (f_random_key, D, "randomkey", ["random_uniform", "key"]),
     (f_huge, S, "huge", ["broadcast_to", "1099511627776"]),
     (f_negative, S, "negative", ["broadcast_to", "-2"]),

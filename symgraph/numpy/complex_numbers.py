@@ -106,11 +106,50 @@ def isreal(x: Any) -> Any:
     return L.binary("eq", imag(x), 0.0)
 
 
+# ----- what is audited for complex values -----
+# NumPy's entry points (ufuncs by name, functions by identity, tracer methods by name) whose symgraph rules are
+# checked on complex operands (values against NumPy, derivatives under JAX's convention: tests/test_complex.py).
+# Tracing refuses every other NumPy function on a complex operand with an UnsupportedOpError, instead of
+# running a rule written for real numbers (np.var, np.sinh, np.linalg.norm would otherwise be silently wrong).
+
+COMPLEX_UFUNCS = frozenset({
+    "add", "subtract", "multiply", "divide", "true_divide", "negative", "positive", "power", "square", "conjugate",
+    "absolute", "exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "equal", "not_equal", "isnan", "matmul",
+})
+
+COMPLEX_FUNCTIONS = frozenset({
+    _np.real, _np.imag, _np.angle, _np.iscomplexobj, _np.isrealobj, _np.iscomplex, _np.isreal,
+    _np.sum, _np.mean, _np.prod, _np.dot, _np.vdot, _np.inner, _np.outer, _np.tensordot, _np.kron, _np.einsum,
+    _np.trace, _np.zeros_like, _np.ones_like, _np.full_like, _np.stack, _np.concatenate, _np.reshape,
+    _np.transpose, _np.swapaxes, _np.moveaxis, _np.squeeze, _np.expand_dims, _np.ravel, _np.where, _np.cumsum,
+    _np.diag, _np.diagonal, _np.broadcast_to, _np.take, _np.copy, _np.shape, _np.ndim, _np.size, _np.abs,
+    _np.square,
+})
+
+COMPLEX_METHODS = frozenset({
+    "sum", "mean", "prod", "take", "squeeze", "ravel", "flatten", "swapaxes", "diagonal", "repeat", "trace",
+    "cumsum",
+})
+
+
+def any_complex(args: Any) -> bool:
+    """Whether an argument (or an element of a list/tuple argument) has a complex dtype."""
+    for a in args:
+        if isinstance(a, (Node, _np.ndarray, _np.generic)):
+            if a.dtype.kind == "c":
+                return True
+        elif isinstance(a, complex):
+            return True
+        elif isinstance(a, (list, tuple)) and any_complex(a):
+            return True
+    return False
+
+
 # ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
 
 UFUNCS = {"conjugate": conj}
 
 FUNCTIONS = {
     _np.real: real, _np.imag: imag, _np.angle: angle, _np.iscomplexobj: iscomplexobj, _np.isrealobj: isrealobj,
-    _np.iscomplex: iscomplex, _np.isreal: isreal, _np.conj: conj,
+    _np.iscomplex: iscomplex, _np.isreal: isreal,
 }

@@ -173,7 +173,11 @@ def dot(a: Any, b: Any, out: Any = None) -> Any:
 
 
 def vdot(a: Any, b: Any) -> Any:
-    """Dot product of flattened arrays."""
+    """Dot product of flattened arrays; for complex a, conj(a) . b (as np.vdot, NumPy's value)."""
+    da, db = (x.dtype if isinstance(x, (Node, _np.ndarray, _np.generic)) else _np.asarray(x).dtype for x in (a, b))
+    if da.kind == "c" or db.kind == "c":  # a product of vectors, as NumPy's (BLAS ?dotc) value
+        ra = ravel(a)
+        return L.matmul(L.bind("conj", ra) if da.kind == "c" else ra, ravel(b))
     return sum(multiply(ravel(a), ravel(b)))
 
 

@@ -269,7 +269,15 @@ register(Op("add", 2, "elementwise", same_shape, same_dtype, np.add, _add_vjp, _
             commutative=True, associative=True, neg_zero=(0, 1), ring=True))
 register(Op("sub", 2, "elementwise", same_shape, same_dtype, np.subtract, _sub_vjp, _sub_jvp, linear=True, doc="x - y",
             neg_zero=(0,), ring=True))
-register(Op("mul", 2, "elementwise", same_shape, same_dtype, np.multiply, _mul_vjp, _mul_jvp, doc="x * y",
+def _mul_impl(x, y):
+    if x.ndim == 0 and x.dtype.kind == "c":
+        # NumPy's complex product differs between its array loop (a fused multiply-add) and its scalars' `*`
+        # (two roundings); 0-d values in NumPy code are scalars (reductions, indexing), so they take the latter
+        return np.asarray(x[()] * y[()])
+    return np.multiply(x, y)
+
+
+register(Op("mul", 2, "elementwise", same_shape, same_dtype, _mul_impl, _mul_vjp, _mul_jvp, doc="x * y",
             commutative=True, associative=True, ring=True))
 register(Op("div", 2, "elementwise", same_shape, inexact, np.true_divide, _div_vjp, _div_jvp, doc="x / y",
             cost=DIVISION))

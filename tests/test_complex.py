@@ -1,0 +1,233 @@
+"""Complex numbers (docs/complex.md): values bit for bit against NumPy, NumPy 2 promotion, JAX's derivative
+convention (values computed with jax 0.10 once and written here; the suite does not need jax), finite
+differences in the real and imaginary directions, order 2, and the backends (NumPy runs complex graphs,
+the LLVM backend refuses them with an UnsupportedOpError).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import symgraph as sg
+from symgraph.batching import vmap
+
+RNG = np.random.default_rng(7)
+Z = np.array([0.3 + 1.2j, -0.7 + 0.4j, 1.5 - 0.8j])
+W = np.array([1.0 - 0.5j, 0.2 + 0.9j, -1.1 + 0.3j])
+
+
+def _bits_equal(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype, (a.dtype, b.dtype)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert a.tobytes() == b.tobytes(), (a, b)
+
+
+def _sample(dtype, n=64):
+    z = (RNG.standard_normal(n) * 2 + 1j * RNG.standard_normal(n) * 2).astype(dtype)
+    z[:8] = [0, complex(-0.0, -0.0), complex(0.0, -0.0), 1j, -1, complex(np.inf, 1), complex(1, np.nan), 1e30 + 1e-30j]
+    return z
+
+
+ELEMENTWISE = {
+    "add": lambda z, w: z + w, "sub": lambda z, w: z - w, "mul": lambda z, w: z * w, "div": lambda z, w: z / w,
+    "true_divide": lambda z, w: np.true_divide(z, w), "neg": lambda z, w: -z, "exp": lambda z, w: np.exp(z),
+    "log": lambda z, w: np.log(z), "sqrt": lambda z, w: np.sqrt(z), "abs": lambda z, w: np.abs(z),
+    "absolute": lambda z, w: np.absolute(w), "angle": lambda z, w: np.angle(z), "sin": lambda z, w: np.sin(z),
+    "cos": lambda z, w: np.cos(z), "tan": lambda z, w: np.tan(z), "tanh": lambda z, w: np.tanh(z),
+    "conj": lambda z, w: np.conj(z), "conjugate": lambda z, w: np.conjugate(z), "real": lambda z, w: np.real(z),
+    "imag": lambda z, w: np.imag(z), ".real": lambda z, w: z.real, ".imag": lambda z, w: z.imag,
+    ".conj()": lambda z, w: z.conj(), "square": lambda z, w: np.square(z), "**2": lambda z, w: z ** 2,
+    "**3": lambda z, w: z ** 3, "**-2": lambda z, w: z ** -2, "**0.5": lambda z, w: z ** 0.5,
+    "power(z, 4)": lambda z, w: np.power(z, 4), "power(z, w)": lambda z, w: np.power(z, w),
+    "angle(deg)": lambda z, w: np.angle(z, deg=True), "real scalar": lambda z, w: 2.5 * z - 1.0,
+    "complex scalar": lambda z, w: z * (1 - 2j) + 0.5j,
+}
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_elementwise_values_equal_numpy_bit_for_bit(dtype):
+    z, w = _sample(dtype), _sample(dtype)[::-1].copy()
+    with np.errstate(all="ignore"):
+        for name, f in ELEMENTWISE.items():
+            want = f(z, w)
+            g = sg.trace(f, z, w)
+            _bits_equal(g.evaluate(z, w), want)
+            _bits_equal(sg.compile(f, backend="numpy")(z, w), want)  # after simplification too
+
+
+def test_reductions_and_products_equal_numpy():
+    a = (RNG.standard_normal((4, 5)) + 1j * RNG.standard_normal((4, 5)))
+    b = (RNG.standard_normal((5, 3)) + 1j * RNG.standard_normal((5, 3))).astype(np.complex64)
+    cases = {
+        "sum": lambda a, b: np.sum(a, axis=1), "sum all": lambda a, b: a.sum(), "mean": lambda a, b: np.mean(a, axis=0),
+        "prod": lambda a, b: np.prod(a, axis=1), "matmul": lambda a, b: a @ b, "dot": lambda a, b: np.dot(a, b),
+        "einsum": lambda a, b: np.einsum("ij,jk->ik", a, b), "matmul c64": lambda a, b: b.T @ b,
+    }
+    for name, f in cases.items():
+        want = f(a, b)
+        _bits_equal(sg.trace(f, a, b).evaluate(a, b), want)
+
+
+def test_promotion_follows_numpy_2():
+    x32, x64 = np.ones(3, np.float32), np.ones(3)
+    c64, c128 = np.ones(3, np.complex64), np.ones(3, np.complex128)
+    i64 = np.arange(3)
+    cases = [
+        (lambda a, b: a + b, x32, c64, np.complex64), (lambda a, b: a * b, x64, c64, np.complex128),
+        (lambda a, b: a - b, x32, c128, np.complex128), (lambda a, b: a + b, i64, c64, np.complex128),
+        (lambda a, b: a + 1j, x32, c64, np.complex64),  # a Python complex is weak: float32 + 1j is complex64
+        (lambda a, b: b * 2.0, x32, c64, np.complex64), (lambda a, b: np.abs(b), x32, c64, np.float32),
+        (lambda a, b: b.real + a, x32, c64, np.float32), (lambda a, b: np.angle(b), x32, c128, np.float64),
+        (lambda a, b: a / b, i64, c64, np.complex128),
+    ]
+    for f, a, b, want in cases:
+        got = sg.trace(f, a, b).evaluate(a, b)
+        assert got.dtype == want == f(a, b).dtype, (got.dtype, want)
+
+
+def test_parts_of_real_arrays_and_queries():
+    x = np.array([1.5, -2.0])
+    for f in (np.real, np.imag, np.conj, lambda x: x.real, lambda x: x.imag, lambda x: x.conj(), np.angle):
+        _bits_equal(sg.trace(f, x).evaluate(x), f(x))
+
+    def q(z, x):
+        return np.iscomplexobj(z), np.isrealobj(x), np.iscomplexobj(x)
+
+    assert sg.trace(lambda z, x: (z, x), Z, x) and q(Z, x) == (True, True, False)
+    g = sg.trace(lambda z: (np.iscomplex(z), np.isreal(z)), np.array([1 + 0j, 2j]))
+    ic, ir = g.evaluate(np.array([1 + 0j, 2j]))
+    np.testing.assert_array_equal(ic, [False, True])
+    np.testing.assert_array_equal(ir, [True, False])
+
+
+# ----- derivatives: JAX's convention -----
+
+
+def test_grad_of_real_functions_matches_jax():
+    z = np.complex128(3 + 4j)
+    _bits_equal(sg.grad(lambda z: np.real(z * np.conj(z)))(z), np.asarray(6 - 8j))  # 2 conj(z), as JAX
+    np.testing.assert_allclose(sg.grad(lambda z: np.abs(z) ** 2)(z), 6 - 8j, rtol=1e-15)
+    assert sg.grad(np.imag)(z) == -1j and sg.grad(np.real)(z) == 1
+    np.testing.assert_allclose(sg.grad(np.abs)(z), 0.6 - 0.8j, rtol=1e-15)  # conj(z)/|z|
+    np.testing.assert_allclose(sg.grad(np.angle)(z), -0.16 - 0.12j, rtol=1e-15)
+    np.testing.assert_allclose(sg.grad(lambda z: np.real(np.exp(z)))(z), np.exp(z), rtol=1e-15)
+
+    def f(z, w):
+        return np.sum(np.abs(np.exp(z) * np.conj(w)) ** 2 + np.angle(z) + np.real(z * w)
+                      - np.imag(np.log(z)) * np.abs(z))
+
+    gz, gw = sg.grad(f, argnums=(0, 1))(Z, W)
+    np.testing.assert_allclose(gz, [5.41956776 + 0.83268926j, 2.77689039 + 2.40977778j, 51.36093966 + 0.89388995j],
+                               rtol=0, atol=1e-8)  # printed to 8 decimals
+    np.testing.assert_allclose(gw, [3.9442376 + 3.0221188j, -0.60136121 - 0.04387454j,
+                                    -42.68818123 - 12.85132215j], rtol=0, atol=1e-8)  # printed to 8 decimals
+    # the convention in words: for real f(x + iy), grad = df/dx - i df/dy (central differences)
+    eps = 1e-6
+    for k in range(3):
+        e = np.zeros(3)
+        e[k] = eps
+        dx = (f(Z + e, W) - f(Z - e, W)) / (2 * eps)
+        dy = (f(Z + 1j * e, W) - f(Z - 1j * e, W)) / (2 * eps)
+        np.testing.assert_allclose(gz[k], dx - 1j * dy, rtol=1e-7)
+
+
+def test_holomorphic_grad_vjp_and_jvp_match_jax():
+    def h(z):
+        return np.sum(np.sin(z) * z ** 3 / (1 + z))
+
+    np.testing.assert_allclose(sg.grad(h, holomorphic=True)(Z),
+                               [-5.08793788 + 0.88187866j, 3.92347066 + 1.76016337j, 4.32155796 - 1.65565785j],
+                               rtol=0, atol=1e-8)  # printed to 8 decimals
+    z = np.complex128(0.4 - 1.3j)
+    d2 = sg.grad(sg.grad(lambda z: z ** 3 * np.exp(z), holomorphic=True), holomorphic=True)(z)
+    np.testing.assert_allclose(d2, (6 * z + 6 * z ** 2 + z ** 3) * np.exp(z), rtol=1e-14)
+    _, pull = sg.vjp(lambda z: np.exp(z) * np.conj(z), Z)
+    np.testing.assert_allclose(pull(W)[0], [2.66991643 - 2.05131956j, 0.15535976 - 0.73252283j,
+                                            -9.75399001 + 0.26045522j], rtol=0, atol=1e-8)  # printed to 8 decimals
+    _, t = sg.jvp(lambda z: np.abs(z) * np.conj(z), (Z,), (W,))
+    np.testing.assert_allclose(t, [1.164171 + 0.90950859j, -0.02976834 - 0.83475376j,
+                                   -3.53764706 - 1.39941176j], rtol=0, atol=1e-8)
+    out, t = sg.jvp(np.exp, (np.complex128(1j),), (1.0 + 0j,))  # a Python complex tangent
+    np.testing.assert_allclose(t, np.exp(1j), rtol=1e-15)
+
+
+def test_grad_errors_follow_jax():
+    z = np.complex128(1 + 1j)
+    with pytest.raises(sg.DTypeError, match="holomorphic=True"):
+        sg.grad(np.exp)(z)  # a complex output needs holomorphic=True
+    with pytest.raises(sg.DTypeError, match="needs complex inputs"):
+        sg.grad(np.exp, holomorphic=True)(1.0)
+    with pytest.raises(sg.DTypeError, match="complex output"):
+        sg.grad(np.abs, holomorphic=True)(z)
+    with pytest.raises(sg.DTypeError, match="not built yet"):
+        sg.jacobian(np.exp)(Z)
+    with pytest.raises(sg.UnsupportedOpError, match="np.maximum on complex values"):
+        sg.trace(lambda z: np.maximum(z, 0), Z)  # no order on complex numbers in symgraph
+    for f in (np.var, np.sinh, np.linalg.norm, np.reciprocal, lambda z: z.max(), lambda z: z.std()):
+        with pytest.raises(sg.UnsupportedOpError, match="on complex values has no rule"):
+            sg.trace(f, Z)  # rules written for real numbers are refused, never silently wrong
+    with pytest.raises(sg.DTypeError, match="dtype"):
+        sg.jvp(np.exp, (Z,), (np.ones(3),))  # a float tangent for a complex primal
+
+
+FUNCTIONS = {
+    "abs2+angle": (lambda z: np.sum(np.abs(z) ** 2 + np.angle(z)), (Z,)),
+    "holomorphic": (lambda z: np.exp(z) * np.sin(z) / np.cos(z) + np.log(z) * np.sqrt(z) + np.tanh(z) * z ** 3, (Z,)),
+    "parts": (lambda z, w: np.real(z) * np.imag(w) + np.conj(z) * w - np.abs(w) * z, (Z, W)),
+    "mixed real": (lambda z, x: (z * x + x / z).imag + np.abs(z - x) ** 3, (Z, np.array([0.5, -1.0, 2.0]))),
+    "products": (lambda a, b: np.einsum("ij,jk->ik", a, b) + np.prod(a, axis=1, keepdims=True) - a @ np.conj(b),
+                 (Z.reshape(1, 3) * np.ones((2, 1)), np.stack([W, W * 1j, W - 1], axis=1))),
+}
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_check_grads_order2_both_modes(name):
+    f, args = FUNCTIONS[name]
+    sg.check_grads(f, args, order=2, modes=("fwd", "rev"))
+    sg.check_vjp_jvp(f, args, rtol=1e-12)
+
+
+def test_hvp_of_a_real_function_of_complex_inputs():
+    """Forward over reverse: the R-linear map v -> d(grad)[v]; |z|^2 has grad 2 conj(z), so H v = 2 conj(v)."""
+    hv = sg.hvp(lambda z: np.sum(np.abs(z) ** 2), (Z,), (W,))
+    np.testing.assert_allclose(hv, 2 * np.conj(W), rtol=1e-15)
+
+
+# ----- transformations and backends -----
+
+
+def test_vmap_and_numpy_backend_run_complex_graphs():
+    zs = np.stack([Z, W, Z * W])
+    f = lambda z: np.sum(np.exp(z) * np.conj(z)).real  # noqa: E731
+    np.testing.assert_allclose(vmap(f)(zs), [f(z) for z in zs], rtol=1e-15)
+    vg = sg.compile(sg.value_and_grad(f), backend="numpy")
+    v, g = vg(Z)
+    _v, _g = sg.value_and_grad(f)(Z)
+    _bits_equal(v, _v)
+    _bits_equal(g, _g)
+
+
+def test_llvm_backend_refuses_complex_with_a_clear_error():
+    pytest.importorskip("llvmlite")
+
+    def f(z):
+        return np.exp(z) * 2.0  # @exp
+
+    with pytest.raises(sg.UnsupportedOpError, match="backend='numpy'") as e:
+        sg.compile(f)(Z)
+    assert "exp" in str(e.value) and "complex128" in str(e.value)
+    assert e.value.location is not None and e.value.location.lineno == f.__code__.co_firstlineno + 1
+    with pytest.raises(sg.UnsupportedOpError, match="complex"):
+        sg.compile(lambda x: np.abs(x * 1j))(np.ones(3))  # complex inside, real in and out
+    np.testing.assert_array_equal(sg.compile(lambda x: np.sin(x) * 2)(np.ones(3)), np.sin(np.ones(3)) * 2)
+
+
+def test_no_complex_warning_from_derivatives():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sg.grad(lambda x: np.sum(np.abs(x * (1 + 2j)) + np.real(np.exp(1j * x))))(np.array([0.5, 1.5]))
+        np.testing.assert_allclose(sg.grad(lambda x: np.abs(x * (1 + 2j)))(1.5), np.sqrt(5.0), rtol=1e-15)
