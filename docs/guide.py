@@ -38,6 +38,7 @@ GUIDE = [
     ("docs/training.md", None),
     ("docs/scipy.md", None),
     ("docs/linalg.md", None),
+    ("docs/complex.md", None),
     ("docs/visualization.md", None),
     ("docs/debugging.md", None),
     ("docs/distributed.md", None),
