@@ -24,6 +24,7 @@ import numpy as np
 from .. import lax as L
 from .. import numpy as snp
 from ..errors import ShapeError
+from . import quantiles as Q
 from . import special as sp
 
 __all__ = ["norm", "logistic", "t", "gamma", "chi2", "beta", "poisson", "multivariate_normal", "dirichlet"]
@@ -33,6 +34,11 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 def _promote(*xs):
     return sp._promote("scipy.stats", *xs)
+
+
+def _scale_ok(scale, out):
+    """out where scale > 0, NaN elsewhere (SciPy's value for a non-positive or NaN scale)."""
+    return snp.where(scale > 0.0, out, sp._c(np.nan, out))
 
 
 def _neg_inf_outside(inside, logp):
@@ -162,7 +168,58 @@ def _t_sf(x, df, loc=0.0, scale=1.0):
     return _t_cdf(loc - (x - loc), df, loc, scale)
 
 
-t = _Namespace("t", logpdf=_t_logpdf, pdf=lambda x, df, loc=0.0, scale=1.0: sp._exp(_t_logpdf(x, df, loc, scale)),
+def _t_std_cdf(x, df):
+    return _t_cdf(x, df)
+
+
+def _t_std_pdf(x, df):
+    return sp._exp(_t_logpdf(x, df))
+
+
+def _t_solve(q, df):
+    """The standard t quantile: |x| from one incomplete beta inverse. Near the median (|2q - 1| < 1/2)
+    w = z**2 / (df + z**2) solves I_w(1/2, df/2) = |2q - 1|; in the tails y = df / (df + z**2) solves
+    I_y(df/2, 1/2) = 2 min(q, 1 - q); df = inf is the normal quantile."""
+    ok = (df > 0.0) & (q >= 0.0) & (q <= 1.0)
+    inner = ok & (q > 0.0) & (q < 1.0) & (df < np.inf)
+    qs = snp.where(inner, q, 0.5 + 0.0 * q)
+    dfs = snp.where(inner, df, 1.0 + 0.0 * df)
+    c = sp._abs(2.0 * qs - 1.0)  # exact (Sterbenz) near the median
+    tail = 2.0 * snp.where(qs < 0.5, qs, 1.0 - qs)
+    central = c < 0.5
+    half = 0.5 + 0.0 * dfs
+    a = snp.where(central, half, 0.5 * dfs)
+    b = snp.where(central, 0.5 * dfs, half)
+    pp = snp.where(central, c, tail)
+    ly = Q._betainc_inverse(a, b, pp, snp.where(central, tail - 0.0 * c, c), log=True)
+    inside = ly > -np.inf
+    lys = snp.where(inside, ly, sp._c(-1.0, ly))
+    y = sp._exp(lys)
+    omy = -L.unary("expm1", lys)
+    # |x| = sqrt(df w / (1 - w)) near the median, sqrt(df (1 - y) / y) = sqrt(df (1 - y)) e**(-log(y)/2) in
+    # the tails (y may underflow there: t.ppf(1e-300, 1) = -3.2e299)
+    mag = snp.where(central, sp._sqrt(dfs * y / omy), sp._sqrt(dfs * omy) * sp._exp(-0.5 * lys))
+    mag = snp.where(inside, mag, snp.where(central, 0.0 * lys, sp._c(np.inf, ly)))
+    x = snp.where(qs < 0.5, -mag, mag)
+    x = snp.where(df == np.inf, sp.ndtri(q), x)
+    edge = snp.where(q == 0.0, sp._c(-np.inf, x), sp._c(np.inf, x))
+    return snp.where(inner | (ok & (df == np.inf)), x, snp.where(ok, edge, sp._c(np.nan, x)))
+
+
+_t_ppf_std = Q.implicit_inverse("t_ppf", _t_solve, _t_std_cdf, _t_std_pdf, 1)
+
+
+def _t_ppf(q, df, loc=0.0, scale=1.0):
+    q, df, loc, scale = _promote(q, df, loc, scale)
+    return _scale_ok(scale, loc + scale * _t_ppf_std(q, df))
+
+
+def _t_isf(q, df, loc=0.0, scale=1.0):
+    q, df, loc, scale = _promote(q, df, loc, scale)
+    return _scale_ok(scale, loc - scale * _t_ppf_std(q, df))
+
+
+t = _Namespace("t", logpdf=_t_logpdf, ppf=_t_ppf, isf=_t_isf, pdf=lambda x, df, loc=0.0, scale=1.0: sp._exp(_t_logpdf(x, df, loc, scale)),
                cdf=_t_cdf, sf=_t_sf,
                logcdf=lambda x, df, loc=0.0, scale=1.0: _log_prob(_t_cdf(x, df, loc, scale), _t_sf(x, df, loc, scale)),
                logsf=lambda x, df, loc=0.0, scale=1.0: _log_prob(_t_sf(x, df, loc, scale), _t_cdf(x, df, loc, scale)))
@@ -204,16 +261,36 @@ def _log_prob(p, complement):
                      sp._log(snp.where(big, 0.5 + 0.0 * p, p)))
 
 
-def _cdf_family(name, logpdf, cdf, *params):
-    """A namespace with logpdf, pdf, cdf, logcdf, sf, logsf from logpdf and cdf(..., upper=)."""
+def _cdf_family(name, logpdf, cdf, **quantiles):
+    """A namespace with logpdf, pdf, cdf, logcdf, sf, logsf from logpdf and cdf(..., upper=) (and ppf, isf)."""
     return _Namespace(name, logpdf=logpdf, pdf=lambda *a, **k: sp._exp(logpdf(*a, **k)), cdf=cdf,
                       logcdf=lambda *a, **k: _log_prob(cdf(*a, **k), cdf(*a, upper=True, **k)),
                       sf=lambda *a, **k: cdf(*a, upper=True, **k),
-                      logsf=lambda *a, **k: _log_prob(cdf(*a, upper=True, **k), cdf(*a, **k)))
+                      logsf=lambda *a, **k: _log_prob(cdf(*a, upper=True, **k), cdf(*a, **k)), **quantiles)
 
 
-gamma = _cdf_family("gamma", _gamma_logpdf, _gamma_cdf)
-chi2 = _cdf_family("chi2", _chi2_logpdf, _chi2_cdf)
+def _gamma_ppf(q, a, loc=0.0, scale=1.0):
+    q, a, loc, scale = _promote(q, a, loc, scale)
+    return _scale_ok(scale, loc + scale * Q.gammaincinv(a, q))
+
+
+def _gamma_isf(q, a, loc=0.0, scale=1.0):
+    q, a, loc, scale = _promote(q, a, loc, scale)
+    return _scale_ok(scale, loc + scale * Q.gammainccinv(a, q))
+
+
+def _chi2_ppf(q, df, loc=0.0, scale=1.0):
+    q, df, loc, scale = _promote(q, df, loc, scale)
+    return _gamma_ppf(q, 0.5 * df, loc, 2.0 * scale)
+
+
+def _chi2_isf(q, df, loc=0.0, scale=1.0):
+    q, df, loc, scale = _promote(q, df, loc, scale)
+    return _gamma_isf(q, 0.5 * df, loc, 2.0 * scale)
+
+
+gamma = _cdf_family("gamma", _gamma_logpdf, _gamma_cdf, ppf=_gamma_ppf, isf=_gamma_isf)
+chi2 = _cdf_family("chi2", _chi2_logpdf, _chi2_cdf, ppf=_chi2_ppf, isf=_chi2_isf)
 
 # ----- beta -----
 
@@ -236,7 +313,17 @@ def _beta_cdf(x, a, b, loc=0.0, scale=1.0, upper=False):
     return sp.betainc(a, b, ys)
 
 
-beta = _cdf_family("beta", _beta_logpdf, _beta_cdf)
+def _beta_ppf(q, a, b, loc=0.0, scale=1.0):
+    q, a, b, loc, scale = _promote(q, a, b, loc, scale)
+    return _scale_ok(scale, loc + scale * Q.betaincinv(a, b, q))
+
+
+def _beta_isf(q, a, b, loc=0.0, scale=1.0):
+    q, a, b, loc, scale = _promote(q, a, b, loc, scale)
+    return _scale_ok(scale, loc + scale * Q.betainccinv(a, b, q))
+
+
+beta = _cdf_family("beta", _beta_logpdf, _beta_cdf, ppf=_beta_ppf, isf=_beta_isf)
 
 # ----- poisson -----
 
@@ -259,7 +346,68 @@ def _poisson_cdf(k, mu, loc=0.0, upper=False):
     return snp.where(inside, fn(js + 1.0, mu), sp._c(1.0 if upper else 0.0, js))
 
 
-poisson = _Namespace("poisson", logpmf=_poisson_logpmf,
+_POISSON_WINDOW = 64  #: the candidate quantiles of poisson.ppf: a window of this many integers around a guess
+
+
+def _poisson_quantile(p, qc, mu, loc):
+    """The smallest integer k >= 0 with P(K <= k) >= p (qc = 1 - p, given accurately), plus loc.
+
+    A window of _POISSON_WINDOW integers j around the Cornish-Fisher guess
+    mu + sqrt(mu) z + (z**2 - 1)/6; one incomplete gamma function anchors the
+    CDF at the window's start (P(K < j0) = Q(j0, mu)) for p <= 1/2, or the
+    survival function at its end for p > 1/2 (P(K > j1) = P(j1 + 1, mu)), and
+    sums of the pmf across the window give the rest; k counts the window's j
+    with P(K <= j) < p. Piecewise constant: no derivative (stop_gradient).
+    """
+    ok = (mu >= 0.0) & (p >= 0.0) & (qc >= 0.0)
+    inner = ok & (p > 0.0) & (qc > 0.0)
+    mus = snp.where(inner, mu, 1.0 + 0.0 * mu)
+    ps = snp.where(inner, p, 0.5 + 0.0 * p)
+    qs = snp.where(inner, qc, 0.5 + 0.0 * qc)
+    upper = ps > 0.5
+    z = snp.where(upper, -sp.ndtri(qs), sp.ndtri(ps))
+    cf = mus + sp._sqrt(mus) * z + (z * z - 1.0) / 6.0
+    # far in the upper tail the Cornish-Fisher guess overshoots (z**2/6 grows, the quantile ~ z**2/log z); there
+    # the leading term of P(K > k) = P(k + 1, mu) ~ mu**s e**-mu / s!, s = k + 1, is a close lower bound: s from
+    # Newton steps on s log mu - mu - log s! = log(1 - p), kept above mu (below mu it has no root)
+    lq = sp._log(qs)
+    lmu = sp._log(snp.where(mus > 0.0, mus, 1.0 + 0.0 * mus))
+    sl = snp.maximum(cf, mus) + 1.0
+    for _ in range(4):
+        g = sl * lmu - mus - sp.gammaln(sl + 1.0) - lq
+        dg = lmu - sp.digamma(sl + 1.0)
+        sl = snp.maximum(sl - g / snp.where(dg < 0.0, dg, -1.0 + 0.0 * dg), mus)
+    guess = snp.where(upper, snp.minimum(cf, sl + 8.0), snp.minimum(cf, mus))
+    w = _POISSON_WINDOW
+    j0 = snp.maximum(sp._floor(guess) - float(w // 2), 0.0 * guess)
+    top = j0 + float(w - 1)
+    pq = sp._gammainc_pq(snp.where(upper, top + 1.0, snp.maximum(j0, 1.0 + 0.0 * j0)), mus)
+    anchor = snp.where(upper, pq[0], snp.where(j0 > 0.0, pq[1], 0.0 * j0))
+    js = snp.expand_dims(j0, -1) + np.arange(w, dtype=np.dtype(j0.dtype))
+    m = snp.expand_dims(mus, -1)
+    pmf = sp._exp(sp.xlogy(js, m) - sp.gammaln(js + 1.0) - m)
+    cdf = snp.expand_dims(anchor, -1) + snp.cumsum(pmf, axis=-1)  # P(K <= j) from the start
+    rev = snp.flip(snp.cumsum(snp.flip(pmf, axis=-1), axis=-1), axis=-1)  # sum_{i >= j} pmf(i) to the end
+    after = snp.concatenate([rev[..., 1:], 0.0 * rev[..., :1]], axis=-1)
+    sf = snp.expand_dims(anchor, -1) + after  # P(K > j) from the end
+    below = snp.where(snp.expand_dims(upper, -1), sf > snp.expand_dims(qs, -1), cdf < snp.expand_dims(ps, -1))
+    k = j0 + snp.sum(snp.where(below, 1.0 + 0.0 * pmf, 0.0 * pmf), axis=-1)
+    edge = snp.where(p == 0.0, sp._c(-1.0, k), sp._c(np.inf, k))
+    return snp.stop_gradient(snp.where(inner, k, snp.where(ok, edge, sp._c(np.nan, k))) + loc)
+
+
+def _poisson_ppf(q, mu, loc=0.0):
+    q, mu, loc = _promote(q, mu, loc)
+    return _poisson_quantile(q, 1.0 - q, mu, loc)
+
+
+def _poisson_isf(q, mu, loc=0.0):
+    """The smallest integer k with P(K > k) <= q (SciPy's poisson.isf)."""
+    q, mu, loc = _promote(q, mu, loc)
+    return _poisson_quantile(1.0 - q, q, mu, loc)
+
+
+poisson = _Namespace("poisson", logpmf=_poisson_logpmf, ppf=_poisson_ppf, isf=_poisson_isf,
                      pmf=lambda k, mu, loc=0.0: sp._exp(_poisson_logpmf(k, mu, loc)), cdf=_poisson_cdf,
                      logcdf=lambda k, mu, loc=0.0: _log_prob(_poisson_cdf(k, mu, loc), _poisson_cdf(k, mu, loc, True)),
                      sf=lambda k, mu, loc=0.0: _poisson_cdf(k, mu, loc, upper=True),
