@@ -7,6 +7,6 @@ convert their arguments with `np.asarray` before any protocol sees a tracer
 Nothing in this package imports SciPy. See docs/scipy.md.
 """
 
-from . import linalg, signal, special, stats  # noqa: F401
+from . import linalg, quantiles, signal, special, stats  # noqa: F401
 
-__all__ = ["special", "stats", "signal", "linalg"]
+__all__ = ["special", "stats", "signal", "linalg", "quantiles"]

@@ -27,11 +27,12 @@ from ._pieces import _c, _exp, _log, _log1p, _promote, _where
 
 __all__ = ["gammaincinv", "gammainccinv", "betaincinv", "betainccinv", "implicit_inverse", "UFUNCS"]
 
-_GAMMA_STEPS = 4  #: Halley steps of the incomplete gamma inverse
+#: Halley steps of the incomplete gamma inverse: (series terms, continued-fraction depth) of each (None: special's)
+_GAMMA_STEPS = ((20, 12), (30, 20), (50, 30), None)
 #: Halley steps of the incomplete beta inverse: the depth of the continued fraction in each (the first steps
 #: on a short one: they only need to get close)
 _BETA_UP = 2.0  #: the largest step up in t of the incomplete beta inverse
-_BETA_STEPS = (30, 30, 30, 30, None, None)
+_BETA_STEPS = (30, 30, 30, 30, None)
 _MAX_STEP = 8.0  #: largest step in t = log x
 _TINY = float(np.finfo(np.float64).tiny)  #: the smallest normal float64
 _LOG_TINY = math.log(_TINY)
@@ -77,20 +78,21 @@ def implicit_inverse(name: str, solve: Callable, cdf: Callable, dcdf_dx: Callabl
 # ----- incomplete gamma -----
 
 
-def _gamma_logs(a, x, lga):
+def _gamma_logs(a, x, lga, depth=None):
     """(log P(a, x), log Q(a, x)) for a > 0, x > 0 given lga = gammaln(a): the series below a + 1, the continued
     fraction above (special.gammainc's), each side's own logarithm exact and the other by log1p(-exp)."""
     use_series = x < a + 1.0
     xs = _where(use_series, x, _c(0.5, x))
     as_ = _where(use_series, a, _c(1.0, a))
     acc = 1.0 + 0.0 * xs
-    for n in range(sp._GAMMAINC_SERIES, 0, -1):
+    terms, cf_depth = depth or (sp._GAMMAINC_SERIES, sp._GAMMAINC_CF)
+    for n in range(terms, 0, -1):
         acc = 1.0 + xs / (as_ + float(n)) * acc
     lp_ser = as_ * _log(xs) - xs - (_where(use_series, lga, _c(0.0, a)) + _log(as_)) + _log(acc)
     xc = _where(use_series, _c(2.0, x), x)
     ac = _where(use_series, _c(1.0, a), a)
     t = 0.0 * xc
-    for n in range(sp._GAMMAINC_CF, 0, -1):
+    for n in range(cf_depth, 0, -1):
         t = (float(n) * (float(n) - ac)) / (xc + (2.0 * n + 1.0) - ac - t)
     lq_cf = ac * _log(xc) - xc - _where(use_series, _c(0.0, a), lga) - _log(xc + 1.0 - ac - t)
     lp = _where(use_series, lp_ser, _log1p(-_exp(lq_cf)))
@@ -137,9 +139,9 @@ def _gammainc_solve(a, p, q):
     tiny = t0 < _T_MIN  # the root underflows (a tiny p and a small a): the lower-tail root is exact there
     t = _where(tiny, _c(_T_MIN, t0), _where(t0 > _T_MAX, _c(_T_MAX, t0), t0))
     sign = _where(lower, _c(1.0, a), _c(-1.0, a))
-    for _ in range(_GAMMA_STEPS):
+    for depth in _GAMMA_STEPS:
         x = _exp(t)
-        lp, lq = _gamma_logs(a, x, lga)
+        lp, lq = _gamma_logs(a, x, lga, depth)
         lf = _where(lower, lp, lq)
         # h = log F - log target; h' = s x f / F; h'' = h' (1 + x f'/f) - h'**2 with x f'/f = a - 1 - x
         g = sign * _exp((a - 1.0) * t - x - lga + t - lf)
@@ -304,5 +306,8 @@ def betainccinv(a, b, q):
     return _betainccinv_q(q, a, b)
 
 
+#: scipy.special ufunc `__name__` -> the traced function; merged into special.UFUNCS (which tracing's
+#: `__array_ufunc__` consults through special.ufunc_rule) when this module is imported, as symgraph.scipy does.
 UFUNCS: dict = {"gammaincinv": gammaincinv, "gammainccinv": gammainccinv, "betaincinv": betaincinv,
                  "betainccinv": betainccinv}
+sp.UFUNCS.update(UFUNCS)

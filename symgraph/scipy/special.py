@@ -10,9 +10,10 @@ and compiles natively with the LLVM backend. Nothing here imports SciPy.
 
 The names SciPy implements as ufuncs (gammaln, psi, erf, erfc, erfinv, expit,
 logit, xlogy, xlog1py, log_ndtr, ndtr, ndtri, i0, i1, i0e, i1e, j0, j1, y0,
-y1, betaln, gamma, gammasgn, rgamma, beta, gammainc, gammaincc, betainc) also
-trace when user code calls `scipy.special.<name>(tracer)`: tracing finds them
-in `UFUNCS` (keyed by the ufunc's `__name__`; `scipy.special.digamma.__name__`
+y1, betaln, gamma, gammasgn, rgamma, beta, gammainc, gammaincc, betainc; and
+gammaincinv, gammainccinv, betaincinv, betainccinv of symgraph.scipy.quantiles,
+which adds them to `UFUNCS` on import) also trace when user code calls
+`scipy.special.<name>(tracer)`: tracing finds them in `UFUNCS` (keyed by the ufunc's `__name__`; `scipy.special.digamma.__name__`
 is "psi"). SciPy's Python-level functions (logsumexp, softmax, log_softmax,
 polygamma, multigammaln) convert their arguments with `np.asarray` first, so
 call the versions here.
@@ -343,8 +344,9 @@ def _gammainc_pq(a, x):
     """(P(a, x), Q(a, x)): the series (x < a + 1) or the continued fraction (NR 6.2.5, 6.2.7), fixed depths."""
     a, x = _promote("gammainc", a, x)
     ok = (a > 0.0) & (x >= 0.0)
-    a_s = _where(ok, a, _c(1.0, a))
-    x_s = _where(ok, x, _c(1.0, x))
+    fin = ok & (a < np.inf) & (x < np.inf)
+    a_s = _where(fin, a, _c(1.0, a))
+    x_s = _where(fin, x, _c(1.0, x))
     use_series = x_s < a_s + 1.0
     # series: P = x**a e**-x / Gamma(a + 1) * sum_n x**n / ((a+1)...(a+n)), summed from the inside out
     xs = _where(use_series, x_s, _c(0.5, x))
@@ -362,6 +364,11 @@ def _gammainc_pq(a, x):
     q_cf = _exp(ac * _log(xc) - xc - gammaln(ac)) / (xc + 1.0 - ac - t)
     p = _where(use_series, p_ser, 1.0 - q_cf)
     q = _where(use_series, 1.0 - p_ser, q_cf)
+    # the limits: P(a, inf) = 1 and P(inf, x) = 0 for finite x (SciPy's values; both infinite: NaN)
+    x_inf, a_inf = x == np.inf, a == np.inf
+    p = _where(x_inf, _c(1.0, p), _where(a_inf, _c(0.0, p), p))
+    q = _where(x_inf, _c(0.0, q), _where(a_inf, _c(1.0, q), q))
+    ok = ok & snp.logical_not(x_inf & a_inf)
     nan = _c(np.nan, p)
     return _where(ok, p, nan), _where(ok, q, nan)
 

@@ -11,7 +11,12 @@ differentiated (to any order). Values follow SciPy: -inf log density
 outside the support. The CDFs (cdf, logcdf, sf, logsf) of t, gamma, chi2,
 beta and poisson use `special.gammainc`/`gammaincc`/`betainc` (fixed-depth
 series and continued fractions: relative 1e-13 for shape parameters up to
-about 100). Quantiles (ppf) exist for norm and logistic only.
+about 100). Quantiles (ppf, isf) of every distribution but the multivariate
+ones: t, gamma, chi2 and beta by the inverses in `symgraph.scipy.quantiles`
+(Halley steps, differentiated by the implicit function theorem), poisson by
+a search over a window of integers (piecewise constant). SciPy's edge values:
+NaN for parameters outside their domain (scale <= 0, df <= 0, ...), NaN
+arguments and q outside [0, 1]; the limits at x = +-inf (`_guarded`).
 """
 
 from __future__ import annotations
@@ -57,6 +62,86 @@ class _Namespace:
         return f"<symgraph.scipy.stats.{self.__name__}>"
 
 
+#: The values of each kind of function at x = -inf and x = +inf.
+_AT_INF = {"logpdf": (-np.inf, -np.inf), "pdf": (0.0, 0.0), "logpmf": (-np.inf, -np.inf), "pmf": (0.0, 0.0),
+           "cdf": (0.0, 1.0), "logcdf": (-np.inf, 0.0), "sf": (1.0, 0.0), "logsf": (0.0, -np.inf)}
+
+
+def _guarded(dist: str, kind: str, fn, params: tuple, check, limit=None):
+    """fn(x, *params) with SciPy's values at the edges of its domain.
+
+    NaN where a parameter fails the distribution's check (`check(values)`: df > 0, a > 0, ...; NaN fails
+    it), where scale <= 0, where x is NaN, and for ppf/isf where q is outside [0, 1]; the limits at
+    x = -inf/+inf (fn runs at a finite point there, so no NaN reaches a gradient). `limit` is
+    (name, test, safe value, fn_at_limit): where test(value) the function is fn_at_limit(x, *the other
+    parameters) (t with df = inf is the normal distribution).
+    """
+    names = [n for n, _ in params]
+
+    def f(x, *args, **kw):
+        if len(args) > len(params):
+            raise TypeError(f"{dist}.{kind}() takes at most {len(params) + 1} positional arguments")
+        vals = dict(params)
+        vals.update(zip(names, args))
+        for k, v in kw.items():
+            if k not in vals:
+                raise TypeError(f"{dist}.{kind}() got an unexpected keyword argument {k!r}")
+            vals[k] = v
+        missing = [n for n in names if vals[n] is None]
+        if missing:
+            raise TypeError(f"{dist}.{kind}() missing required argument {missing[0]!r}")
+        x, *pv = _promote(x, *[vals[n] for n in names])
+        d = dict(zip(names, pv))
+        ok = check(d)
+        if "scale" in d:
+            ok = ok & (d["scale"] > 0.0)
+        if kind in ("ppf", "isf"):
+            ok = ok & (x >= 0.0) & (x <= 1.0)
+            xs = x
+        else:
+            ok = ok & snp.logical_not(snp.isnan(x))
+            finite = snp.isfinite(x)
+            centre = d["loc"] + (0.5 * d["scale"] if "scale" in d else 0.0 * d["loc"])
+            xs = snp.where(finite, x, snp.where(snp.isfinite(centre), centre, 0.0 * centre))
+        if limit is None:
+            out = fn(xs, *pv)
+        else:
+            lname, test, safe, at_limit = limit
+            at = test(d[lname])
+            args_ = [snp.where(at, safe + 0.0 * v, v) if n == lname else v for n, v in zip(names, pv)]
+            out = snp.where(at, at_limit(xs, *[v for n, v in zip(names, pv) if n != lname]), fn(xs, *args_))
+        if kind not in ("ppf", "isf"):
+            lo, hi = _AT_INF[kind]
+            # the limits, unless (x - loc) / scale is NaN there (loc = x = inf, scale = inf), as in SciPy
+            z = (x - d["loc"]) / d["scale"] if "scale" in d else x - d["loc"]
+            ok = ok & (finite | snp.logical_not(snp.isnan(z)))
+            out = snp.where(finite, out, snp.where(x > 0.0, sp._c(hi, out), sp._c(lo, out)))
+        return snp.where(ok, out, sp._c(np.nan, out))
+
+    f.__name__ = f"{dist}.{kind}"
+    f.__doc__ = f"scipy.stats.{dist}.{kind} on traced values (SciPy's argument names: x, {', '.join(names)})."
+    return f
+
+
+def _distribution(name: str, params: tuple, check, fns: dict, limit=None) -> _Namespace:
+    """A namespace of the functions in fns, each guarded by _guarded (SciPy's edge values)."""
+    lim = None
+    if limit is not None:
+        lname, test, safe, other = limit
+        lim = lambda kind: (lname, test, safe, getattr(other, "_raw")[kind])  # noqa: E731
+    ns = _Namespace(name, **{k: _guarded(name, k, v, params, check, None if lim is None else lim(k))
+                             for k, v in fns.items()})
+    ns._raw = dict(fns)
+    return ns
+
+
+_LOC_SCALE = (("loc", 0.0), ("scale", 1.0))
+
+
+def _NO_CHECK(d):  # noqa: N802  (norm and logistic have no shape parameter: scale > 0 is checked for all)
+    return d["scale"] > 0.0
+
+
 # ----- norm -----
 
 
@@ -96,8 +181,9 @@ def _norm_isf(q, loc=0.0, scale=1.0):
     return loc - scale * sp.ndtri(q)
 
 
-norm = _Namespace("norm", logpdf=_norm_logpdf, pdf=lambda x, loc=0.0, scale=1.0: sp._exp(_norm_logpdf(x, loc, scale)),
-                  cdf=_norm_cdf, logcdf=_norm_logcdf, sf=_norm_sf, logsf=_norm_logsf, ppf=_norm_ppf, isf=_norm_isf)
+norm = _distribution("norm", _LOC_SCALE, _NO_CHECK, dict(
+    logpdf=_norm_logpdf, pdf=lambda x, loc=0.0, scale=1.0: sp._exp(_norm_logpdf(x, loc, scale)), cdf=_norm_cdf,
+    logcdf=_norm_logcdf, sf=_norm_sf, logsf=_norm_logsf, ppf=_norm_ppf, isf=_norm_isf))
 
 # ----- logistic -----
 
@@ -139,10 +225,15 @@ def _logistic_ppf(q, loc=0.0, scale=1.0):
     return loc + scale * sp.logit(q)
 
 
-logistic = _Namespace("logistic", logpdf=_logistic_logpdf,
-                      pdf=lambda x, loc=0.0, scale=1.0: sp._exp(_logistic_logpdf(x, loc, scale)),
-                      cdf=_logistic_cdf, logcdf=_logistic_logcdf, sf=_logistic_sf, logsf=_logistic_logsf,
-                      ppf=_logistic_ppf)
+def _logistic_isf(q, loc=0.0, scale=1.0):
+    q, loc, scale = _promote(q, loc, scale)
+    return loc - scale * sp.logit(q)
+
+
+logistic = _distribution("logistic", _LOC_SCALE, _NO_CHECK, dict(
+    logpdf=_logistic_logpdf, pdf=lambda x, loc=0.0, scale=1.0: sp._exp(_logistic_logpdf(x, loc, scale)),
+    cdf=_logistic_cdf, logcdf=_logistic_logcdf, sf=_logistic_sf, logsf=_logistic_logsf, ppf=_logistic_ppf,
+    isf=_logistic_isf))
 
 # ----- t -----
 
@@ -155,12 +246,27 @@ def _t_logpdf(x, df, loc=0.0, scale=1.0):
             - half * sp._log1p(z * z / df))
 
 
+_T_SERIES = 30  #: terms of the series of the t CDF near its median
+
+
 def _t_cdf(x, df, loc=0.0, scale=1.0):
-    """P(T <= x) = 1 - I_{df/(df+z^2)}(df/2, 1/2)/2 for z >= 0 (by symmetry below)."""
+    """P(T <= x) = 1 - I_{df/(df+z^2)}(df/2, 1/2)/2 for z >= 0 (by symmetry below); near the median
+    (z**2 < min(1, df/4)) 1/2 + z c 2F1(1/2, (df+1)/2; 3/2; -z**2/df) with c = the density at 0 (A&S 26.7.1
+    written as a hypergeometric series), smooth through z = 0 (the incomplete beta function's derivatives at
+    its end point y = 1 are 0 * inf there)."""
     x, df, loc, scale = _promote(x, df, loc, scale)
     z = (x - loc) / scale
-    tail = 0.5 * sp.betainc(0.5 * df, 0.5 + 0.0 * df, df / (df + z * z))
-    return snp.where(z < 0.0, tail, 1.0 - tail)
+    small = z * z < snp.minimum(1.0 + 0.0 * df, 0.25 * df)
+    zl = snp.where(small, 1.0 + 0.0 * z, z)
+    tail = 0.5 * sp.betainc(0.5 * df, 0.5 + 0.0 * df, df / (df + zl * zl))
+    zs = snp.where(small, z, 0.0 * z)
+    u = -(zs * zs) / df
+    b = 0.5 * (df + 1.0)
+    acc = 1.0 + 0.0 * u
+    for n in range(_T_SERIES - 1, -1, -1):
+        acc = 1.0 + (0.5 + n) * (b + float(n)) / ((1.5 + n) * (n + 1.0)) * u * acc
+    c = sp._exp(-sp.betaln(0.5 * df, 0.5 + 0.0 * df)) / sp._sqrt(df)  # 1 / (sqrt(df) B(df/2, 1/2))
+    return snp.where(small, 0.5 + zs * c * acc, snp.where(z < 0.0, tail, 1.0 - tail))
 
 
 def _t_sf(x, df, loc=0.0, scale=1.0):
@@ -219,10 +325,12 @@ def _t_isf(q, df, loc=0.0, scale=1.0):
     return _scale_ok(scale, loc - scale * _t_ppf_std(q, df))
 
 
-t = _Namespace("t", logpdf=_t_logpdf, ppf=_t_ppf, isf=_t_isf, pdf=lambda x, df, loc=0.0, scale=1.0: sp._exp(_t_logpdf(x, df, loc, scale)),
-               cdf=_t_cdf, sf=_t_sf,
-               logcdf=lambda x, df, loc=0.0, scale=1.0: _log_prob(_t_cdf(x, df, loc, scale), _t_sf(x, df, loc, scale)),
-               logsf=lambda x, df, loc=0.0, scale=1.0: _log_prob(_t_sf(x, df, loc, scale), _t_cdf(x, df, loc, scale)))
+t = _distribution("t", (("df", None),) + _LOC_SCALE, lambda d: d["df"] > 0.0, dict(
+    logpdf=_t_logpdf, pdf=lambda x, df, loc=0.0, scale=1.0: sp._exp(_t_logpdf(x, df, loc, scale)), cdf=_t_cdf,
+    sf=_t_sf, ppf=_t_ppf, isf=_t_isf,
+    logcdf=lambda x, df, loc=0.0, scale=1.0: _log_prob(_t_cdf(x, df, loc, scale), _t_sf(x, df, loc, scale)),
+    logsf=lambda x, df, loc=0.0, scale=1.0: _log_prob(_t_sf(x, df, loc, scale), _t_cdf(x, df, loc, scale))),
+    limit=("df", lambda df: df == np.inf, 1.0, norm))  # df = inf: the normal distribution
 
 # ----- gamma, chi2 -----
 
@@ -261,12 +369,12 @@ def _log_prob(p, complement):
                      sp._log(snp.where(big, 0.5 + 0.0 * p, p)))
 
 
-def _cdf_family(name, logpdf, cdf, **quantiles):
-    """A namespace with logpdf, pdf, cdf, logcdf, sf, logsf from logpdf and cdf(..., upper=) (and ppf, isf)."""
-    return _Namespace(name, logpdf=logpdf, pdf=lambda *a, **k: sp._exp(logpdf(*a, **k)), cdf=cdf,
-                      logcdf=lambda *a, **k: _log_prob(cdf(*a, **k), cdf(*a, upper=True, **k)),
-                      sf=lambda *a, **k: cdf(*a, upper=True, **k),
-                      logsf=lambda *a, **k: _log_prob(cdf(*a, upper=True, **k), cdf(*a, **k)), **quantiles)
+def _cdf_family(name, params, check, logpdf, cdf, **quantiles):
+    """A distribution with logpdf, pdf, cdf, logcdf, sf, logsf from logpdf and cdf(..., upper=) (and ppf, isf)."""
+    return _distribution(name, params, check, dict(
+        logpdf=logpdf, pdf=lambda *a: sp._exp(logpdf(*a)), cdf=cdf,
+        logcdf=lambda *a: _log_prob(cdf(*a), cdf(*a, upper=True)), sf=lambda *a: cdf(*a, upper=True),
+        logsf=lambda *a: _log_prob(cdf(*a, upper=True), cdf(*a)), **quantiles))
 
 
 def _gamma_ppf(q, a, loc=0.0, scale=1.0):
@@ -289,8 +397,10 @@ def _chi2_isf(q, df, loc=0.0, scale=1.0):
     return _gamma_isf(q, 0.5 * df, loc, 2.0 * scale)
 
 
-gamma = _cdf_family("gamma", _gamma_logpdf, _gamma_cdf, ppf=_gamma_ppf, isf=_gamma_isf)
-chi2 = _cdf_family("chi2", _chi2_logpdf, _chi2_cdf, ppf=_chi2_ppf, isf=_chi2_isf)
+gamma = _cdf_family("gamma", (("a", None),) + _LOC_SCALE, lambda d: d["a"] > 0.0, _gamma_logpdf, _gamma_cdf,
+                    ppf=_gamma_ppf, isf=_gamma_isf)
+chi2 = _cdf_family("chi2", (("df", None),) + _LOC_SCALE, lambda d: d["df"] > 0.0, _chi2_logpdf, _chi2_cdf,
+                   ppf=_chi2_ppf, isf=_chi2_isf)
 
 # ----- beta -----
 
@@ -323,7 +433,8 @@ def _beta_isf(q, a, b, loc=0.0, scale=1.0):
     return _scale_ok(scale, loc + scale * Q.betainccinv(a, b, q))
 
 
-beta = _cdf_family("beta", _beta_logpdf, _beta_cdf, ppf=_beta_ppf, isf=_beta_isf)
+beta = _cdf_family("beta", (("a", None), ("b", None)) + _LOC_SCALE, lambda d: (d["a"] > 0.0) & (d["b"] > 0.0),
+                   _beta_logpdf, _beta_cdf, ppf=_beta_ppf, isf=_beta_isf)
 
 # ----- poisson -----
 
@@ -392,6 +503,7 @@ def _poisson_quantile(p, qc, mu, loc):
     sf = snp.expand_dims(anchor, -1) + after  # P(K > j) from the end
     below = snp.where(snp.expand_dims(upper, -1), sf > snp.expand_dims(qs, -1), cdf < snp.expand_dims(ps, -1))
     k = j0 + snp.sum(snp.where(below, 1.0 + 0.0 * pmf, 0.0 * pmf), axis=-1)
+    k = snp.where(mus == 0.0, 0.0 * k, k)  # mu = 0: all the mass at 0
     edge = snp.where(p == 0.0, sp._c(-1.0, k), sp._c(np.inf, k))
     return snp.stop_gradient(snp.where(inner, k, snp.where(ok, edge, sp._c(np.nan, k))) + loc)
 
@@ -407,11 +519,12 @@ def _poisson_isf(q, mu, loc=0.0):
     return _poisson_quantile(1.0 - q, q, mu, loc)
 
 
-poisson = _Namespace("poisson", logpmf=_poisson_logpmf, ppf=_poisson_ppf, isf=_poisson_isf,
-                     pmf=lambda k, mu, loc=0.0: sp._exp(_poisson_logpmf(k, mu, loc)), cdf=_poisson_cdf,
-                     logcdf=lambda k, mu, loc=0.0: _log_prob(_poisson_cdf(k, mu, loc), _poisson_cdf(k, mu, loc, True)),
-                     sf=lambda k, mu, loc=0.0: _poisson_cdf(k, mu, loc, upper=True),
-                     logsf=lambda k, mu, loc=0.0: _log_prob(_poisson_cdf(k, mu, loc, True), _poisson_cdf(k, mu, loc)))
+poisson = _distribution("poisson", (("mu", None), ("loc", 0.0)), lambda d: d["mu"] >= 0.0, dict(
+    logpmf=_poisson_logpmf, pmf=lambda k, mu, loc=0.0: sp._exp(_poisson_logpmf(k, mu, loc)), cdf=_poisson_cdf,
+    logcdf=lambda k, mu, loc=0.0: _log_prob(_poisson_cdf(k, mu, loc), _poisson_cdf(k, mu, loc, True)),
+    sf=lambda k, mu, loc=0.0: _poisson_cdf(k, mu, loc, upper=True),
+    logsf=lambda k, mu, loc=0.0: _log_prob(_poisson_cdf(k, mu, loc, True), _poisson_cdf(k, mu, loc)),
+    ppf=_poisson_ppf, isf=_poisson_isf))
 
 # ----- multivariate_normal -----
 
