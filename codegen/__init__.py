@@ -94,7 +94,6 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
 
     from . import jit
     from .cpu import Executable, blas_library, call_abi
-    from .cpu.lapack import plan_lapack
     from .kernels.buffers import plan_buffers
     from .kernels.expr import release_session
     from .kernels.partition import partition
@@ -121,18 +120,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         t_fuse = time.perf_counter() - t0
         _dump("fused", graph, kernels=[k.nodes for k in prog.kernels])
         bp = plan_buffers(prog)
-        # LAPACK calls: a status slot and their shared scratch at the end of the arena
-        lapack = plan_lapack([t.node for k in prog.kernels if k.kind is KernelKind.LAPACK for t in k.tasks],
-                             bp.arena_bytes)
-        if lapack is not None and raw_entry:
-            from symgraph.errors import UnsupportedOpError
-
-            raise UnsupportedOpError(f"codegen: {lapack.order[0].op} inside a loop body (sg.scan, sg.fori_loop) is "
-                                     f"not compiled natively (its LAPACK errors would go unseen); use "
-                                     f"backend='numpy', or call it outside the loop")
-        if lapack is not None:
-            bp.call_bytes += lapack.arena_bytes - bp.arena_bytes
-            bp.arena_bytes = lapack.arena_bytes
+        lapack = _plan_lapack_scratch(prog, bp, raw_entry)
         mod, info = build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile,
                                  lapack=lapack, raw=raw_entry, regions=regions)
         text = module_text(mod, info["prefer_512"])
@@ -149,7 +137,52 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     jitted = jit.compile_ir(text, key_extra=key_extra)
     t_llvm = time.perf_counter() - t0 - t_fuse - t_ir
     kinds = info["kernels"]
-    stats = {
+    stats = _program_stats(order, prog, bp, info, light, vm, abi, jitted.cache, len(regions),
+                           (t_regions, t_fuse, t_ir, t_llvm))
+    in_specs = [(x.shape, x.dtype) for x in graph.inputs]
+    exe = Executable(graph, jitted, in_specs, bp.out_buffers, bp.out_plan, bp.arena_bytes, bp.consts,
+                     prog.donated, stats, abi=abi, lapack=lapack)
+    exe._regions = regions  # the loop bodies' code and constants, which the entry calls and reads
+    if profile:
+        exe.set_profile([(kind, [t.node for t in k.tasks]) for kind, k in zip(kinds, prog.kernels)])
+    if os.environ.get("SYMGRAPH_DUMP"):
+        _dump("lowered", graph, llvm_ir=exe.llvm_ir(), asm=exe.asm())
+    del prog, bp, text
+    jit.release_memory()  # LLVM's freed optimizer/emitter heap back to the OS (glibc)
+    return exe
+
+
+def _plan_lapack_scratch(prog: Any, bp: Any, raw_entry: bool) -> Any:
+    """The LAPACK calls' plan (`cpu.lapack.plan_lapack`): a status slot and their shared scratch,
+    placed at the end of the arena of `bp` (grown in place); None when the program calls no LAPACK.
+
+    Raises:
+        UnsupportedOpError: a LAPACK call inside a loop body (`raw_entry`), whose errors would go unseen.
+    """
+    from .cpu.lapack import plan_lapack
+    from .kernels.tasks import KernelKind
+
+    lapack = plan_lapack([t.node for k in prog.kernels if k.kind is KernelKind.LAPACK for t in k.tasks],
+                         bp.arena_bytes)
+    if lapack is not None and raw_entry:
+        from symgraph.errors import UnsupportedOpError
+
+        raise UnsupportedOpError(f"codegen: {lapack.order[0].op} inside a loop body (sg.scan, sg.fori_loop) is "
+                                 f"not compiled natively (its LAPACK errors would go unseen); use "
+                                 f"backend='numpy', or call it outside the loop")
+    if lapack is not None:
+        bp.call_bytes += lapack.arena_bytes - bp.arena_bytes
+        bp.arena_bytes = lapack.arena_bytes
+    return lapack
+
+
+def _program_stats(order: list, prog: Any, bp: Any, info: dict, light: bool, vm: Any, abi: str, cache: Any,
+                   nregions: int, seconds: tuple) -> dict:
+    """The `Executable.stats` of a compiled program: kernel counts by kind, threads, arena and peak
+    bytes, the pipeline and call convention, and the stage seconds (regions, fuse, IR, LLVM)."""
+    t_regions, t_fuse, t_ir, t_llvm = seconds
+    kinds = info["kernels"]
+    return {
         "backend": "llvm",
         "nodes": len(order),
         "kernels": sum(1 for k in kinds if k != "empty"),
@@ -170,24 +203,13 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         "vmath": vm is not None,
         "call_abi": abi,
         "releases_gil": info.get("release_gil", abi != "fastcall"),
-        "cache": jitted.cache,
-        "loop_regions": len(regions),
+        "cache": cache,
+        "loop_regions": nregions,
         "region_seconds": t_regions,
         "fuse_seconds": t_fuse,
         "ir_seconds": t_ir,
         "llvm_seconds": t_llvm,
     }
-    in_specs = [(x.shape, x.dtype) for x in graph.inputs]
-    exe = Executable(graph, jitted, in_specs, bp.out_buffers, bp.out_plan, bp.arena_bytes, bp.consts,
-                     prog.donated, stats, abi=abi, lapack=lapack)
-    exe._regions = regions  # the loop bodies' code and constants, which the entry calls and reads
-    if profile:
-        exe.set_profile([(kind, [t.node for t in k.tasks]) for kind, k in zip(kinds, prog.kernels)])
-    if os.environ.get("SYMGRAPH_DUMP"):
-        _dump("lowered", graph, llvm_ir=exe.llvm_ir(), asm=exe.asm())
-    del prog, bp, text
-    jit.release_memory()  # LLVM's freed optimizer/emitter heap back to the OS (glibc)
-    return exe
 
 
 _region_ids = itertools.count()

@@ -76,6 +76,18 @@ def kernel_cost_cap(size: int, program_cost: int = 0) -> int:
     return LARGE_SCALAR_KERNEL_COST if program_cost > LARGE_SCALAR_PROGRAM_COST else MAX_SCALAR_KERNEL_COST
 
 
+def _loads_match_stores(loads: list, ki: int, producer: dict, store_off: dict) -> bool:
+    """Whether a task may join kernel `ki`, which produces some value it reads: every load of a
+    value stored by `ki` is at the index it was stored at (else the load would race the store)."""
+    for e in loads:
+        m = e.attrs[0]
+        if producer.get(m) == ki:
+            so = store_off.get((ki, m))
+            if so is None or so != e.args[0]:
+                return False
+    return True
+
+
 class _Partitioner:
     """One partitioning of a scheduled graph (`partition`): the materialized set grows round by round."""
 
@@ -332,18 +344,8 @@ class _Partitioner:
                                             shared[kj] = shared.get(kj, 0) + e.w
                             if kcost[ki] + t.cost - shared.get(ki, 0) > cap:
                                 continue
-                        if ki == base:
-                            # reading a value this kernel produces: only stores, at the same index
-                            ok = True
-                            for e in loads:
-                                m = e.attrs[0]
-                                if producer.get(m) == ki:
-                                    so = store_off.get((ki, m))
-                                    if so is None or so != e.args[0]:
-                                        ok = False
-                                        break
-                            if not ok:
-                                continue
+                        if ki == base and not _loads_match_stores(loads, ki, producer, store_off):
+                            continue
                         chosen = ki
                         break
                 if chosen is None:
