@@ -91,6 +91,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     """
     from symgraph.ir import collector_paused
     from symgraph.passes.schedule import schedule
+    from symgraph.progress import stage as progress_stage
 
     from . import jit
     from .cpu import Executable, blas_library, call_abi
@@ -110,17 +111,23 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     if profile is None:
         profile = os.environ.get("SYMGRAPH_PROFILE", "") not in ("", "0")
     abi = "pointers" if raw_entry else call_abi()
+    # the stages a long compile shows (symgraph.progress); a loop body's compile is part of "loop bodies"
+    stage = (lambda _: None) if raw_entry else progress_stage
     t_r0 = time.perf_counter()
+    if any(n.op.name in ("scan", "while", "cond") for n in order):
+        stage("loop bodies")
     regions = _compile_regions(order, name, nthreads)
     t_regions = time.perf_counter() - t_r0
     t0 += t_regions  # the stage times below are the program's own; the bodies' are `region_seconds`
     # As in `simplify`: fusion and IR emission allocate millions of small objects (`collector_paused`).
     with collector_paused():
+        stage("fuse")
         prog = partition(graph, order, donate=donate, blas=blas is not None)
         t_fuse = time.perf_counter() - t0
         _dump("fused", graph, kernels=[k.nodes for k in prog.kernels])
         bp = plan_buffers(prog)
         lapack = _plan_lapack_scratch(prog, bp, raw_entry)
+        stage("LLVM IR")
         mod, info = build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile,
                                  lapack=lapack, raw=raw_entry, regions=regions)
         text = module_text(mod, info["prefer_512"])
@@ -134,6 +141,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         vm.runtime_init()
     key_extra = f"abi={abi};blas={sorted((blas or {}).values())};" + (vm.config_key() if vm is not None and
                                                                        hasattr(vm, "config_key") else "vmath=none")
+    stage("LLVM")
     jitted = jit.compile_ir(text, key_extra=key_extra)
     t_llvm = time.perf_counter() - t0 - t_fuse - t_ir
     kinds = info["kernels"]

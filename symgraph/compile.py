@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import debugging, viz
+from . import debugging, progress, viz
 from .backend import Executable, backend_names, check_backend_name, get_backend
 from .closures import ClosedOverArrays
 from .errors import SymgraphError
@@ -96,12 +96,15 @@ def run_pipeline(graph: Graph, checkpoint: Any = None) -> tuple[Graph, list[Node
     Raises:
         SymgraphError: (a subclass) for an invalid checkpoint strategy or budget.
     """
+    progress.stage("simplify")
     g = simplify(graph)
     _dump_stage("simplified", g)
     # Always run: with checkpoint=None it saves everything, but it still removes
     # the markers of sg.checkpoint regions and applies their policies.
+    progress.stage("checkpoint")
     g = apply_checkpoint(g, checkpoint)
     _dump_stage("checkpointed", g)
+    progress.stage("schedule")
     order = schedule(g)
     _dump_stage("scheduled", g)
     return g, order
@@ -336,7 +339,16 @@ class CompiledFunction:
         return wrapped
 
     def _build(self, key: tuple, dyn: tuple, statics: tuple, kwargs: dict) -> _Signature:
+        # the stage on a terminal when it takes a while, and the seconds of every stage (symgraph.progress)
+        with progress.CompileProgress(self._name) as bar:
+            sig = self._build_stages(key, dyn, statics, kwargs)
+        if bar.seconds:
+            sig.stats["stage_seconds"] = dict(bar.seconds)
+        return sig
+
+    def _build_stages(self, key: tuple, dyn: tuple, statics: tuple, kwargs: dict) -> _Signature:
         self._log_recompile(key)
+        progress.stage("trace")
         t0 = time.perf_counter()
         fn = self._traceable(statics, tuple(kwargs))
         if kwargs:
@@ -385,6 +397,7 @@ class CompiledFunction:
                 if pos in donated:
                     donate.update(range(offset, offset + nl))
                 offset += nl
+        progress.stage("backend")
         backend = get_backend(self.backend)
         if has_host_ops(order) and not getattr(backend, "runs_host_ops", False):
             # communication runs in Python between natively compiled segments (symgraph.segments)

@@ -3,7 +3,9 @@ transformations, thread safety, inspection; both backends."""
 
 from __future__ import annotations
 
+import io
 import logging
+import sys
 import threading
 
 import numpy as np
@@ -350,3 +352,47 @@ def test_fmax_fmin_ignore_nan_as_numpy(backend):
     # the derivative goes to the operand taken
     g = sg.grad(lambda a: np.sum(np.fmax(a, b)))(np.array([1.0, 5.0, 0.0, 3.0, 1.0, 2.0]))
     np.testing.assert_array_equal(g, [1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+
+
+class _Terminal(io.StringIO):
+    """A standard error that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _tanh_loss(x):
+    return np.sum(np.tanh(x) ** 2)
+
+
+def test_long_compile_shows_its_stage_on_a_terminal_only(monkeypatch):
+    from symgraph import progress
+
+    monkeypatch.delenv("SYMGRAPH_PROGRESS", raising=False)
+    monkeypatch.setattr(progress, "DELAY", 0.0)  # every compile counts as long
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    cf = sg.compile(sg.grad(_tanh_loss))
+    cf(np.ones(3))
+    shown = term.getvalue()
+    assert "compile" in shown and "trace" in shown and "LLVM" in shown, shown
+    # not a terminal, or switched off: nothing
+    for stream, env in ((io.StringIO(), None), (_Terminal(), "0")):
+        if env is not None:
+            monkeypatch.setenv("SYMGRAPH_PROGRESS", env)
+        monkeypatch.setattr(sys, "stderr", stream)
+        sg.compile(sg.grad(_tanh_loss))(np.ones(3))
+        assert stream.getvalue() == ""
+    # a compile shorter than the delay shows nothing either
+    monkeypatch.delenv("SYMGRAPH_PROGRESS")
+    monkeypatch.setattr(progress, "DELAY", 60.0)
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    cf = sg.compile(sg.grad(_tanh_loss), backend="numpy")
+    cf(np.ones(3))
+    assert term.getvalue() == ""
+    # the seconds of every stage, in the order they ran, adding up to the compile's
+    st = cf.stats["stage_seconds"]
+    assert list(st) == ["trace", "simplify", "checkpoint", "schedule", "backend"]
+    assert all(v >= 0 for v in st.values())
+    assert abs(sum(st.values()) - cf.stats["compile_seconds"]) < 0.05 + 0.1 * cf.stats["compile_seconds"]

@@ -31,6 +31,7 @@ LAYERS = {
     "symgraph.errors": 0,
     "symgraph.tree": 0,
     "symgraph.closures": 0,  # closed-over-array detection, read by lax.constant
+    "symgraph.progress": 0,  # a long compile's stage on a terminal (tqdm) and the seconds per stage
     # the IR: Node, Builder, Graph (its conveniences and Node's array interface are installed from above)
     "symgraph.ir": 1,
     # reads graphs only: dumps, DOT, networkx (every layer above may dump a graph)
