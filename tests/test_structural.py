@@ -368,6 +368,30 @@ def test_take_along_axis_with_traced_indices_and_broadcasting():
         sg.trace(lambda v: np.take_along_axis(v, np.array([[0.5]]), 1), x)
 
 
+def test_put_along_axis_repeated_traced_indices_last_write_wins():
+    x = np.arange(12.0).reshape(3, 4) * 0.1
+    idx = np.array([[0, 2, 0], [3, 3, 3], [-1, 1, 3]])   # repeats within a row; -1 and 3 are the same target
+    vals = np.arange(9.0).reshape(3, 3) + 100.0
+    want = x.copy()
+    np.put_along_axis(want, idx, vals, 1)
+
+    def f(a, v, i):  # the indices traced (an argument)
+        out = a.copy()
+        np.put_along_axis(out, i, v, 1)
+        return out
+
+    np.testing.assert_array_equal(sg.trace(f, x, vals, idx).evaluate(x, vals, idx), want)
+    np.testing.assert_array_equal(sg.compile(f)(x, vals, idx), want)
+    w = np.arange(12.0).reshape(3, 4) + 1.0
+    ga, gv = sg.grad(lambda a, v, i: np.sum(f(a, v, i) * w), argnums=(0, 1))(x, vals, idx)
+    np.testing.assert_array_equal(ga, np.where(want == x, w, 0.0))   # arr where not written
+    np.testing.assert_array_equal(gv, [[0.0, 3.0, 1.0], [0.0, 0.0, 8.0], [0.0, 10.0, 12.0]])  # the last writes
+    sg.check_grads(lambda a, v: np.sum(np.sin(f(a, v, idx))), (x, vals), order=2)
+    i2 = np.stack([idx, idx[::-1]])
+    out = sg.vmap(f)(np.stack([x, 2 * x]), np.stack([vals, vals]), i2)
+    np.testing.assert_array_equal(out, np.stack([want, f(2 * x, vals, idx[::-1])]))
+
+
 def test_put_along_axis_functional_form_and_clear_error():
     x = np.arange(12.0).reshape(3, 4)
     idx = np.array([[1, 1], [3, 0], [0, 2]])

@@ -99,9 +99,10 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: Any, inplace: bool
     result (`inplace=True` is refused). NumPy's own spelling on a traced arr
     of the running trace (arr = x.copy(), np.zeros_like(x)) is the in-place
     write arr[...] = put_along_axis(...) of tracing's in-place updates.
-    Concrete indices follow NumPy exactly (with a repeated index the last
-    value wins); traced indices must not repeat within a row (repeats add).
-    Gradients flow to arr (where it is not overwritten) and to values.
+    With a repeated index the last value wins, as in NumPy (concrete indices:
+    found at trace time; traced ones: by comparing every pair of indices of a
+    row, O(m**2) for m indices per row). Gradients flow to arr where it is not
+    overwritten and to the values that are written (not to overwritten ones).
     """
     if inplace:
         raise TracerConversionError(
@@ -124,21 +125,38 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: Any, inplace: bool
     offsets = (_np.arange(rows, dtype=_np.int64) * n).reshape(lead + (1,))
     if isinstance(im, Node):
         im = L.cast(im, _np.int64)
-        flat = L.binary("add", L.where(L.binary("lt", im, L.constant(_np.int64(0))), im + n, im), L.constant(offsets))
-        keep = _np.ones(lead + (m,), bool)
+        im = L.where(L.binary("lt", im, L.constant(_np.int64(0))), im + n, im)
+        flat = L.binary("add", im, L.constant(offsets))
+        keep = _last_writes(im, lead, m)
     else:
         flat = _np.asarray(im, _np.int64) + offsets
         keep = _np.zeros(lead + (m,), bool)                   # the last write of each target wins
         fl = flat.reshape(-1)
         _, last = _np.unique(fl[::-1], return_index=True)
         keep.reshape(-1)[fl.size - 1 - last] = True
-    vm = L.where(L.constant(keep), vm, L.constant(_np.zeros((), xm.dtype)))
+    vm = L.where(L.asnode(keep), vm, L.constant(_np.zeros((), xm.dtype)))
     flat_r = reshape(flat, (rows * m,)) if isinstance(flat, Node) else flat.reshape(-1)
     placed = L.bind("scatter_add", reshape(vm, (rows * m,)), flat_r, shape=(rows * n,), axis=0)
-    hit = L.bind("scatter_add", L.constant(keep.reshape(-1).astype(_np.int64)) if not isinstance(flat, Node)
-                 else L.broadcast_to(L.constant(_np.int64(1)), (rows * m,)), flat_r, shape=(rows * n,), axis=0)
+    ones = L.cast(keep, _np.int64) if isinstance(keep, Node) else L.constant(keep.astype(_np.int64))
+    hit = L.bind("scatter_add", reshape(ones, (rows * m,)), flat_r, shape=(rows * n,), axis=0)
     out = L.where(L.binary("gt", hit, L.constant(_np.int64(0))), placed, reshape(xm, (rows * n,)))
     return moveaxis(reshape(out, xm.shape), -1, ax)
+
+
+def _last_writes(im: Node, lead: tuple, m: int) -> Node:
+    """keep[..., k]: no later update k' > k of the same row has the same index (traced indices, (..., m)).
+
+    NumPy's put_along_axis is an indexed assignment, where the last of repeated indices wins; with traced
+    indices the repeats are found by comparing every pair of a row's indices, an (..., m, m) mask (O(m**2)
+    work and memory per row).
+    """
+    if m <= 1:
+        return L.broadcast_to(L.constant(_np.bool_(True)), lead + (m,))
+    a = L.broadcast_to(reshape(im, lead + (m, 1)), lead + (m, m))
+    b = L.broadcast_to(reshape(im, lead + (1, m)), lead + (m, m))
+    later = L.broadcast_to(L.constant(_np.triu(_np.ones((m, m), _np.int64), 1)), lead + (m, m))  # k' > k
+    dup = L.reduce("max", L.where(L.binary("eq", a, b), later, L.constant(_np.int64(0))), axis=len(lead) + 1)
+    return L.binary("eq", dup, L.constant(_np.int64(0)))
 
 
 def _np_put_along_axis(arr: Any, indices: Any, values: Any, axis: Any) -> None:

@@ -65,6 +65,19 @@ _PROBES: dict[str, tuple] = {
 }
 
 
+#: NumPy functions that write into their first argument and return None: probed on a copy of it made in the
+#: trace (as user code writes into x.copy()), the result being that copy after the call.
+_IN_PLACE = {"np.put_along_axis"}
+
+
+def _written(fn: Callable) -> Callable:
+    def call(a: Any, *rest: Any) -> Any:
+        a = a.copy()
+        fn(a, *rest)
+        return a
+    return call
+
+
 @dataclass(frozen=True)
 class Row:
     """One registered NumPy name and what its probe showed.
@@ -221,6 +234,8 @@ def probe_entry(key: Any, fn: Callable) -> tuple[Row, Probe | None]:
     for callee, dispatch in ((spelled, kind), (fn, "symgraph.numpy only")):
         if callee is None:
             continue
+        if name in _IN_PLACE:
+            callee = _written(callee)
         for template in templates:
             res = probe(callee, template)
             if res is not None:
