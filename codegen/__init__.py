@@ -33,7 +33,10 @@ LIGHT_PIPELINE_MAX_ELEMENTS = 1
 
 
 def _refuse_complex(order: list) -> None:
-    """Complex values are not lowered natively (yet): name the first complex op and its line, suggest numpy.
+    """compile_graph lowers real graphs: name the first complex op and its line, suggest numpy.
+
+    `LLVMBackend.compile` rewrites complex graphs as real ones first (`codegen.complex_split`); this guards
+    the other callers.
 
     Raises:
         UnsupportedOpError: a node of the graph has a complex dtype or reads one.
@@ -50,10 +53,11 @@ def _refuse_complex(order: list) -> None:
                 break
     if found is not None:
         what = "argument" if found.op.name == "input" else ("constant" if not found.inputs else f"op {found.op.name!r}")
-        raise UnsupportedOpError(f"codegen: the LLVM backend does not compile complex numbers yet ({what} with dtype "
-                                 f"{found.dtype if found.dtype.kind == 'c' else found.inputs[0].dtype}); compile "
-                                 f"with sg.compile(f, backend='numpy'), which runs the same graph through NumPy "
-                                 f"(docs/complex.md)", meta(found).location)
+        raise UnsupportedOpError(f"codegen: complex values ({what} with dtype "
+                                 f"{found.dtype if found.dtype.kind == 'c' else found.inputs[0].dtype}) reach "
+                                 f"compile_graph, which lowers real graphs only (the LLVM backend splits complex "
+                                 f"graphs first, codegen.complex_split); compile with sg.compile(f, "
+                                 f"backend='numpy') (docs/complex.md)", meta(found).location)
 
 
 def compile_graph(graph: Any, order: list | None = None, donate: frozenset = frozenset(), name: str = "f",

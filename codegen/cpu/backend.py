@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .. import compile_graph
+from ..complex_split import ComplexExecutable, has_complex, split_complex
 from .executable import Executable
 
 __all__ = ["LLVMBackend"]
@@ -24,7 +25,17 @@ class LLVMBackend:
         """Compile one signature with `codegen.compile_graph` (see `symgraph.backend.Backend.compile`).
 
         Raises:
-            UnsupportedOpError: an op without a native lowering.
-            DTypeError: a dtype the backend does not support (complex, strings).
+            UnsupportedOpError: an op without a native lowering (a complex op without a pair rule:
+                `codegen.complex_split`).
+            DTypeError: a dtype the backend does not support (strings).
         """
-        return compile_graph(graph, list(order), donate=frozenset(donate), name=name)
+        order = list(order)
+        if has_complex(order):
+            # complex values as pairs of real arrays (codegen.complex_split); unsupported complex ops are
+            # refused there, naming the op
+            from symgraph.passes.schedule import schedule
+
+            real, in_plan, out_plan = split_complex(graph, order)
+            inner = compile_graph(real, schedule(real), name=name)
+            return ComplexExecutable(inner, in_plan, out_plan, [(n.shape, n.dtype) for n in graph.inputs])
+        return compile_graph(graph, order, donate=frozenset(donate), name=name)

@@ -1,0 +1,253 @@
+"""Complex values on the LLVM backend: a complex graph rewritten as a real one, each value a pair of real arrays.
+
+`split_complex(graph)` rebuilds a scheduled graph in which every complex64/complex128 node becomes two
+float32/float64 nodes, its real and imaginary parts, so the rest of the backend (fusion, vectorized
+loops, BLAS) compiles it unchanged: complex arithmetic becomes vectorized real arithmetic in the fused
+loops. A complex argument is passed as two real arrays and a complex result is assembled from two
+(`ComplexExecutable`). The formulas are NumPy's where NumPy states one (Smith's division with NumPy's
+branch and zero-divisor rule, `exp(x)·(cos y, sin y)` with NumPy's y = 0 shortcut); NumPy's own loops may
+fuse a multiply-add in the product or scale |z| differently, so compiled values agree with NumPy's
+to a few ulps, not bit for bit (tests/test_complex.py measures it).
+
+Ops without a pair rule here (log, sqrt, sin, cos, pow, prod, einsum, ...) make `split_complex` raise an
+UnsupportedOpError naming the op and suggesting backend="numpy" (docs/complex.md lists both sets).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["split_complex", "ComplexExecutable", "has_complex", "PAIR_OPS"]
+
+_tags = itertools.count()
+
+#: Ops applied to the real and the imaginary part alike (the same attrs; other inputs passed through).
+PARTWISE = frozenset({
+    "copy", "stop_gradient", "broadcast_to", "reshape", "transpose", "slice", "unslice", "sum", "concatenate",
+    "gather", "checkpoint_name", "remat_begin", "remat_end",
+})
+#: Every complex op the split lowers natively.
+PAIR_OPS = PARTWISE | {"input", "constant", "cast", "add", "sub", "neg", "mul", "div", "conj", "real", "imag",
+                       "complex", "complex_abs", "exp", "where", "eq", "ne", "matmul"}
+
+
+def has_complex(order: Sequence[Any]) -> bool:
+    """Whether a node of the schedule has a complex dtype or reads one."""
+    return any(n.dtype.kind == "c" or any(x.dtype.kind == "c" for x in n.inputs) for n in order)
+
+
+def _refuse(n: Any) -> None:
+    from symgraph.errors import UnsupportedOpError
+    from symgraph.ir import meta
+
+    raise UnsupportedOpError(f"codegen: complex op {n.op.name!r} (dtype {n.dtype if n.dtype.kind == 'c' else n.inputs[0].dtype}) "
+                             f"is not lowered natively by the LLVM backend yet (it lowers {', '.join(sorted(PAIR_OPS - PARTWISE - {'input', 'constant'}))} "
+                             f"and layout ops); compile with sg.compile(f, backend='numpy'), which runs the same "
+                             f"graph through NumPy (docs/complex.md)", meta(n).location)
+
+
+def split_complex(graph: Any, order: Sequence[Any]) -> tuple[Any, list, list]:
+    """The real graph of a complex one.
+
+    Args:
+        graph: a scheduled graph holding complex values.
+        order: its schedule.
+
+    Returns:
+        (real graph, in_plan, out_plan): in_plan[i] is ("real", j) or ("complex", j_re, j_im) for the
+        original input i (positions in the real graph's inputs); out_plan[k] likewise for the outputs,
+        with the complex dtype last: ("complex", k_re, k_im, dtype).
+
+    Raises:
+        UnsupportedOpError: a complex op without a pair rule (names it and its line).
+    """
+    from symgraph import lax as L
+    from symgraph.ir import Builder, Graph, meta, source_location
+    from symgraph.ops import OPS
+    from symgraph.ops.core import real_dtype
+
+    val: dict[Any, Any] = {}  # node -> real node, or (re, im) for a complex node
+    new_inputs: list = []
+    in_plan: list = []
+
+    def new_input(n: Any, dtype: Any, part: str) -> Any:
+        node = b.make(OPS["input"], (), {"shape": n.shape, "dtype": np.dtype(dtype), "index": len(new_inputs),
+                                         "name": f"{n.attr('name')}.{part}" if part else n.attr("name")},
+                      ("complex_split", next(_tags)))
+        new_inputs.append(node)
+        return node
+
+    with Builder() as b:
+        for n in graph.inputs:
+            if n.dtype.kind == "c":
+                f = real_dtype(n.dtype)
+                val[n] = (new_input(n, f, "real"), new_input(n, f, "imag"))
+                in_plan.append(("complex", len(new_inputs) - 2, len(new_inputs) - 1))
+            else:
+                val[n] = new_input(n, n.dtype, "")
+                in_plan.append(("real", len(new_inputs) - 1))
+        for n in order:
+            if n in val:
+                continue
+            with source_location(meta(n).location):
+                val[n] = _rule(n, val, b, L)
+        outs, out_plan = [], []
+        for o in graph.outputs:
+            v = val[o]
+            if isinstance(v, tuple):
+                out_plan.append(("complex", len(outs), len(outs) + 1, o.dtype))
+                outs.extend(v)
+            else:
+                out_plan.append(("real", len(outs)))
+                outs.append(v)
+    return Graph(new_inputs, outs, None, None, name=graph.name), in_plan, out_plan
+
+
+def _rule(n: Any, val: dict, b: Any, L: Any) -> Any:
+    """The real node, or the (re, im) pair, of node n from its inputs' values."""
+    from symgraph.ops.core import real_dtype
+
+    name = n.op.name
+    ins = [val[x] for x in n.inputs]
+    cplx = n.dtype.kind == "c" or any(isinstance(v, tuple) for v in ins)
+    if not cplx:
+        return n if not n.inputs else b.remake(n, tuple(ins))
+    if name not in PAIR_OPS:
+        _refuse(n)
+    if name == "constant":
+        a = n.attr("value").array
+        return (L.constant(np.ascontiguousarray(a.real)), L.constant(np.ascontiguousarray(a.imag)))
+    if name in PARTWISE:
+        return tuple(b.make(n.op, [v[p] if isinstance(v, tuple) else v for v in ins], n.attrs, n.tag) for p in (0, 1))
+    if name == "cast":
+        (v,) = ins
+        src, dst = n.inputs[0].dtype, n.dtype
+        if src.kind != "c":  # real -> complex: a zero imaginary part
+            re = L.cast(v, real_dtype(dst))
+            return (re, L.zeros_like(re))
+        if dst.kind == "c":
+            return (L.cast(v[0], real_dtype(dst)), L.cast(v[1], real_dtype(dst)))
+        return L.cast(v[0], dst)  # complex -> real keeps the real part
+    if name == "real":
+        return ins[0][0]
+    if name == "imag":
+        return ins[0][1]
+    if name == "complex":
+        return (ins[0], ins[1])
+    if name == "conj":
+        return (ins[0][0], L.neg(ins[0][1]))
+    if name == "neg":
+        return (L.neg(ins[0][0]), L.neg(ins[0][1]))
+    if name in ("add", "sub"):
+        (ar, ai), (br, bi) = ins
+        return (L.bind(name, ar, br), L.bind(name, ai, bi))
+    if name == "mul":
+        (ar, ai), (br, bi) = ins
+        return (ar * br - ai * bi, ar * bi + ai * br)
+    if name == "matmul":
+        (ar, ai), (br, bi) = ins
+        return (L.bind("matmul", ar, br) - L.bind("matmul", ai, bi), L.bind("matmul", ar, bi) + L.bind("matmul", ai, br))
+    if name == "div":
+        return _smith_div(*ins[0], *ins[1], L)
+    if name == "complex_abs":
+        return L.binary("hypot", ins[0][0], ins[0][1])
+    if name == "exp":
+        x, y = ins[0]
+        e = L.unary("exp", x)
+        y0 = L.binary("eq", y, 0.0)
+        # NumPy's cexp: y = 0 gives (exp(x), y) exactly (no 0 * inf for an infinite exp(x))
+        return (L.where(y0, e, e * L.unary("cos", y)), L.where(y0, y, e * L.unary("sin", y)))
+    if name == "where":
+        c, a, bb = ins
+        return (L.bind("where", c, a[0], bb[0]), L.bind("where", c, a[1], bb[1]))
+    if name in ("eq", "ne"):
+        (ar, ai), (br, bi) = ins
+        both = "logical_and" if name == "eq" else "logical_or"
+        return L.bind(both, L.bind(name, ar, br), L.bind(name, ai, bi))
+    _refuse(n)  # pragma: no cover - PAIR_OPS and the rules above agree
+
+
+def _smith_div(ar: Any, ai: Any, br: Any, bi: Any, L: Any) -> tuple:
+    """(ar + i ai) / (br + i bi) as NumPy's complex division: Smith's algorithm (Smith 1962, CACM 5(8)).
+
+    |br| >= |bi|: rat = bi/br, scl = 1/(br + bi*rat), ((ar + ai*rat)*scl, (ai - ar*rat)*scl);
+    otherwise the same with the roles of br and bi exchanged; a zero divisor gives (ar/|br|, ai/|bi|).
+    """
+    abr, abi = L.unary("abs", br, float_op=False), L.unary("abs", bi, float_op=False)
+    first = L.binary("ge", abr, abi)
+    zero = L.binary("logical_and", L.binary("eq", abr, 0.0), L.binary("eq", abi, 0.0))
+    # each branch on safe operands (the other branch's divisor where it is not taken)
+    br1 = L.where(first, br, 1.0)
+    rat1 = bi / br1
+    scl1 = 1.0 / (br1 + bi * rat1)
+    re1, im1 = (ar + ai * rat1) * scl1, (ai - ar * rat1) * scl1
+    bi2 = L.where(first, 1.0, bi)
+    rat2 = br / bi2
+    scl2 = 1.0 / (bi2 + br * rat2)
+    re2, im2 = (ar * rat2 + ai) * scl2, (ai * rat2 - ar) * scl2
+    re0, im0 = ar / abr, ai / abi
+    re = L.where(zero, re0, L.where(first, re1, re2))
+    im = L.where(zero, im0, L.where(first, im1, im2))
+    return re, im
+
+
+class ComplexExecutable:
+    """The compiled real graph of a complex one: complex arguments in as two real arrays, results assembled.
+
+    Implements `symgraph.backend.Executable` (run, fast = None, stats, release, inspect, profile).
+    """
+
+    backend = "llvm"
+    fast = None
+
+    def __init__(self, inner: Any, in_plan: list, out_plan: list, in_specs: list):
+        self.inner = inner
+        self.in_plan = in_plan
+        self.out_plan = out_plan
+        self.in_specs = in_specs
+        self.stats = dict(inner.stats)
+        self.stats["complex_split"] = True
+
+    def run(self, leaves: list[Any]) -> list[Any]:
+        """Split the complex leaves, run the real program, assemble the complex results."""
+        from symgraph.errors import DTypeError, ShapeError
+
+        if len(leaves) != len(self.in_plan):
+            raise ShapeError(f"expected {len(self.in_plan)} argument leaves, got {len(leaves)}")
+        flat: list = []
+        for plan, x, (shape, dtype) in zip(self.in_plan, leaves, self.in_specs):
+            if plan[0] == "complex":
+                a = np.asarray(x)
+                if a.dtype.kind not in "biufc" or not np.can_cast(a.dtype, dtype, "same_kind"):
+                    raise DTypeError(f"argument has dtype {a.dtype}, the compiled signature has {dtype}")
+                a = a.astype(dtype, copy=False)
+                flat.extend((np.ascontiguousarray(a.real), np.ascontiguousarray(a.imag)))
+            else:
+                flat.append(x)
+        outs = self.inner.run(flat)
+        res = []
+        for plan in self.out_plan:
+            if plan[0] == "complex":
+                re, im = outs[plan[1]], outs[plan[2]]
+                z = np.empty(np.shape(re), plan[3])
+                z.real = re
+                z.imag = im
+                res.append(z)
+            else:
+                res.append(outs[plan[1]])
+        return res
+
+    def release(self) -> int:
+        return self.inner.release()
+
+    def inspect(self, what: str) -> str:
+        return self.inner.inspect(what)
+
+    def inspectable(self) -> tuple[str, ...]:
+        return self.inner.inspectable() if hasattr(self.inner, "inspectable") else ()
+
+    def profile(self, reset: bool = False) -> Any:
+        return self.inner.profile(reset) if hasattr(self.inner, "profile") else None
