@@ -55,10 +55,11 @@ def _llvm_available() -> bool:
 # ----- the MLP on digits -----
 
 
-def test_mlp_example_short_run_learns(mlp_example, tmp_path):
+def test_mlp_example_short_run_learns(mlp_example, tmp_path, capsys):
     png = tmp_path / "digits.png"
-    res = mlp_example.main(["--backend", "numpy", "--epochs", "3", "--hidden", "64", "--plot", str(png),
-                            "--no-progress"])
+    # with the progress bar allowed: standard error is not a terminal here, so tqdm must stay quiet
+    res = mlp_example.main(["--backend", "numpy", "--epochs", "3", "--hidden", "64", "--plot", str(png)])
+    assert "\r" not in capsys.readouterr().err
     loss = np.asarray(res["history"]["loss"])
     assert res["steps"] == 3 * (1347 // 64) == len(loss)
     assert loss[-10:].mean() < 0.5 * loss[:5].mean()
