@@ -9,7 +9,7 @@ branch and zero-divisor rule, `exp(x)·(cos y, sin y)` with NumPy's y = 0 shortc
 fuse a multiply-add in the product or scale |z| differently, so compiled values agree with NumPy's
 to a few ulps, not bit for bit (tests/test_complex.py measures it).
 
-Ops without a pair rule here (log, sqrt, sin, cos, pow, prod, einsum, ...) make `split_complex` raise an
+Ops without a pair rule here (log, sqrt, sin, cos, pow with a non-integer exponent, prod, einsum, ...) make `split_complex` raise an
 UnsupportedOpError naming the op and suggesting backend="numpy" (docs/complex.md lists both sets).
 """
 
@@ -31,7 +31,7 @@ PARTWISE = frozenset({
 })
 #: Every complex op the split lowers natively.
 PAIR_OPS = PARTWISE | {"input", "constant", "cast", "add", "sub", "neg", "mul", "div", "conj", "real", "imag",
-                       "complex", "complex_abs", "exp", "where", "eq", "ne", "matmul"}
+                       "complex", "complex_abs", "exp", "where", "eq", "ne", "matmul", "pow"}
 
 
 def has_complex(order: Sequence[Any]) -> bool:
@@ -152,6 +152,11 @@ def _rule(n: Any, val: dict, b: Any, L: Any) -> Any:
         return (L.bind("matmul", ar, br) - L.bind("matmul", ai, bi), L.bind("matmul", ar, bi) + L.bind("matmul", ai, br))
     if name == "div":
         return _smith_div(*ins[0], *ins[1], L)
+    if name == "pow":
+        k = _integer_exponent(n.inputs[1])
+        if k is None or isinstance(ins[1], tuple) and n.inputs[1].dtype.kind != "c":
+            _refuse(n)
+        return _int_power(ins[0], k, L)
     if name == "complex_abs":
         return L.binary("hypot", ins[0][0], ins[0][1])
     if name == "exp":
@@ -168,6 +173,54 @@ def _rule(n: Any, val: dict, b: Any, L: Any) -> Any:
         both = "logical_and" if name == "eq" else "logical_or"
         return L.bind(both, L.bind(name, ar, br), L.bind(name, ai, bi))
     _refuse(n)  # pragma: no cover - PAIR_OPS and the rules above agree
+
+
+def _integer_exponent(y: Any) -> int | None:
+    """y's value when it is one integer constant 0 < |k| < 100 (NumPy's repeated-product range), else None."""
+    while y.op.name in ("broadcast_to", "reshape", "cast"):
+        y = y.inputs[0]
+    if y.op.name != "constant":
+        return None
+    a = y.attr("value").array
+    if a.size == 0:
+        return None
+    v = complex(a.reshape(-1)[0])
+    if not np.all(a == a.reshape(-1)[0]) or v.imag != 0 or v.real != int(v.real) or not 0 < abs(v.real) < 100:
+        return None
+    return int(v.real)
+
+
+def _cmul(a: tuple, b: tuple) -> tuple:
+    return (a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0])
+
+
+def _int_power(a: tuple, k: int, L: Any) -> tuple:
+    """a ** k for an integer constant k, as NumPy's complex power for 0 < |k| < 100: binary powering
+    (a*a for 2, a*(a*a) for 3), then 1/r by Smith's division for k < 0."""
+    n = abs(k)
+    if n == 1:
+        r = a
+    elif n == 2:
+        r = _cmul(a, a)
+    elif n == 3:
+        r = _cmul(a, _cmul(a, a))
+    else:
+        r, p, mask = None, a, 1
+        while True:
+            if n & mask:
+                # NumPy starts from 1 + 0i: 1*p is p for finite p, and NaN where p has an infinite part
+                r = _cmul((L.full_like(p[0], 1.0), L.zeros_like(p[0])) if r is None else r, p)
+            mask <<= 1
+            if n < mask:
+                break
+            p = _cmul(p, p)
+    if k < 0:
+        one = L.full_like(r[0], 1.0)
+        r = _smith_div(one, L.zeros_like(r[0]), r[0], r[1], L)
+    # NumPy's zero base: +0 for k > 0 (whatever the zeros' signs), NaN for k < 0
+    zero = L.binary("logical_and", L.binary("eq", a[0], 0.0), L.binary("eq", a[1], 0.0))
+    z0 = L.full_like(r[0], 0.0 if k > 0 else float("nan"))
+    return (L.where(zero, z0, r[0]), L.where(zero, z0, r[1]))
 
 
 def _smith_div(ar: Any, ai: Any, br: Any, bi: Any, L: Any) -> tuple:
