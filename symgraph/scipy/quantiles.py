@@ -34,9 +34,13 @@ _GAMMA_STEPS = ((20, 12), (30, 20), (50, 30), None)
 _BETA_UP = 2.0  #: the largest step up in t of the incomplete beta inverse
 _BETA_STEPS = (30, 30, 30, 30, None)
 _MAX_STEP = 8.0  #: largest step in t = log x
-_TINY = float(np.finfo(np.float64).tiny)  #: the smallest normal float64
-_LOG_TINY = math.log(_TINY)
-_T_MIN, _T_MAX = -700.0, 709.0  #: the range of t = log x in the iteration (exp(t) stays a normal number)
+
+
+def _range(like) -> tuple[float, float, float]:
+    """(t_min, t_max, tiny) of like's dtype: the range of t = log x in the iteration (exp(t) stays a normal
+    number, with a margin) and the smallest normal number."""
+    fi = np.finfo(np.dtype(like.dtype))
+    return math.log(float(fi.tiny)) + 8.0, math.log(float(fi.max)) - 1.0, float(fi.tiny)
 
 
 def implicit_inverse(name: str, solve: Callable, cdf: Callable, dcdf_dx: Callable, nparams: int) -> custom_jvp:
@@ -112,7 +116,8 @@ def _halley(t, h, g, curv, up=None):
 
 
 def _clip_t(t):
-    return _where(t < _T_MIN, _c(_T_MIN, t), _where(t > _T_MAX, _c(_T_MAX, t), t))
+    t_min, t_max, _ = _range(t)
+    return _where(t < t_min, _c(t_min, t), _where(t > t_max, _c(t_max, t), t))
 
 
 def _gammainc_solve(a, p, q):
@@ -136,8 +141,9 @@ def _gammainc_solve(a, p, q):
     t0 = _where(wh_ok & (t_wh > t_lo), t_wh, t_lo)
     t_u = _log(xu)
     t0 = _where(lower | (lu <= 1.0) | (t0 > t_u), t0, t_u)
-    tiny = t0 < _T_MIN  # the root underflows (a tiny p and a small a): the lower-tail root is exact there
-    t = _where(tiny, _c(_T_MIN, t0), _where(t0 > _T_MAX, _c(_T_MAX, t0), t0))
+    t_min, _, _ = _range(t0)
+    tiny = t0 < t_min  # the root underflows (a tiny p and a small a): the lower-tail root is exact there
+    t = _clip_t(t0)
     sign = _where(lower, _c(1.0, a), _c(-1.0, a))
     for depth in _GAMMA_STEPS:
         x = _exp(t)
@@ -243,9 +249,10 @@ def _betainc_solve(a, b, p, q):
     t0 = _where((a >= 1.0) & (b >= 1.0), t_mid, _where(use_lo, t_lo, t_up))
     t0 = _where(t0 < 0.0, t0, _c(-1e-300, t0))
     # a root that underflows: the leading term of the lower tail is exact there
-    tiny = lower & (tb_lo < _T_MIN)
+    t_min = _range(tb_lo)[0]
+    tiny = lower & (tb_lo < t_min)
     t0 = _where(tiny, tb_lo, t0)
-    t = _where(t0 < _T_MIN, _c(_T_MIN, t0), t0)
+    t = _where(t0 < t_min, _c(t_min, t0), t0)
     sign = _where(lower, _c(1.0, a), _c(-1.0, a))
     for depth in _BETA_STEPS:
         x = _exp(t)
@@ -257,7 +264,7 @@ def _betainc_solve(a, b, p, q):
         g = sign * _exp(a * t + (b - 1.0) * l1x - lbeta - lf)
         tn = _halley(t, lf - lt, g, g * (a - (b - 1.0) * x / omx - g), _BETA_UP)
         t = _where(tn < 0.0, tn, 0.5 * t)  # stay below x = 1
-        t = _where(t < _T_MIN, _c(_T_MIN, t), t)
+        t = _where(t < t_min, _c(t_min, t), t)
     return _where(tiny, t0, t)
 
 
@@ -272,7 +279,8 @@ def _betainc_inverse(a, b, p, q, log=False):
         edge = _where(p == 0.0, _c(-np.inf, t), _c(0.0, t))
         return _where(inner, t, _where(ok, edge, _c(np.nan, t)))
     # SciPy (Boost's ibeta_inv) returns the smallest normal number for a root that underflows
-    x = _where(t < _LOG_TINY, _c(_TINY, t), _exp(t))
+    tiny_x = _range(t)[2]
+    x = _where(t < math.log(tiny_x), _c(tiny_x, t), _exp(t))
     edge = _where(p == 0.0, _c(0.0, x), _c(1.0, x))
     return _where(inner, x, _where(ok, edge, _c(np.nan, x)))
 
