@@ -332,28 +332,7 @@ def html_data(graph: Graph, kernels: Iterable[Any] | None = None, collapse: bool
             k = t[v] = len(t)
         return k
 
-    tags = _TagNames()
-    col: dict[str, list] = {k: [] for k in ("op", "attrs", "shape", "dtype", "role", "loc", "file", "origin", "tag",
-                                            "x", "y")}
-    names: dict[int, str] = {}
-    for p, n in enumerate(flat.nodes):
-        m = meta(n)
-        col["op"].append(ix("ops", n.op.name))
-        a = format_attrs(n)
-        col["attrs"].append(a if len(a) <= 200 else a[:199] + "…")
-        col["shape"].append(list(n.shape))
-        col["dtype"].append(ix("dtypes", str(n.dtype)))
-        col["role"].append(ix("roles", m.role))
-        short, full = _loc(n)
-        col["loc"].append(ix("locs", short))
-        col["file"].append(ix("files", full))
-        col["origin"].append(ix("ops", m.origin))
-        col["tag"].append(None if n.tag is None or n.op.name == "input" else tags(n.tag))
-        x, y = xy[p]
-        col["x"].append(round(x, 1))
-        col["y"].append(round(y, 1))
-        if n.op.name == "input":
-            names[p] = str(n.attr("name", "arg"))
+    col, names = _columns(flat, xy, ix)
     locs = list(tables["locs"])
     regions = []
     nparts: Counter = Counter()
@@ -396,11 +375,7 @@ def html_data(graph: Graph, kernels: Iterable[Any] | None = None, collapse: bool
                         "ops": [[o, c] for o, c in ops.most_common(6)], "parent": parent[k], "loop": loop})
     roles = list(tables["roles"])
     counts = role_counts(graph)
-    role_info = []
-    for r in roles:
-        fill, border, style, text = ROLE_STYLES.get(r, _OTHER_STYLE)
-        role_info.append({"name": r, "fill": fill, "border": border, "dashed": "dashed" in style or "dotted" in style,
-                          "text": text if r in ROLE_STYLES else f"{r} (role)", "count": counts.get(r, 0)})
+    role_info = [_role_entry(r, counts.get(r, 0)) for r in roles]
     top = {n: flat.pos[(0, n)] for n in order}
     return {
         "name": graph.name, "n": len(flat.nodes), "n_graph": len(order), "ids": flat.ids,
@@ -480,3 +455,39 @@ def to_html(graph: Graph, path: str | os.PathLike | None = None, *, kernels: Ite
         with open(os.fspath(path), "w", encoding="utf-8") as f:
             f.write(text)
     return text
+
+
+def _columns(flat: "_Flat", xy: list, ix: Any) -> tuple[dict[str, list], dict[int, str]]:
+    """`html_data`'s per-node columns (op, attrs, shape, dtype, role, loc, file, origin, tag, x, y), one
+    entry per drawn node in `flat` order, with table values as indices through `ix(table, value)`; and
+    the input nodes' names by position."""
+    tags = _TagNames()
+    col: dict[str, list] = {k: [] for k in ("op", "attrs", "shape", "dtype", "role", "loc", "file", "origin", "tag",
+                                            "x", "y")}
+    names: dict[int, str] = {}
+    for p, n in enumerate(flat.nodes):
+        m = meta(n)
+        col["op"].append(ix("ops", n.op.name))
+        a = format_attrs(n)
+        col["attrs"].append(a if len(a) <= 200 else a[:199] + "…")
+        col["shape"].append(list(n.shape))
+        col["dtype"].append(ix("dtypes", str(n.dtype)))
+        col["role"].append(ix("roles", m.role))
+        short, full = _loc(n)
+        col["loc"].append(ix("locs", short))
+        col["file"].append(ix("files", full))
+        col["origin"].append(ix("ops", m.origin))
+        col["tag"].append(None if n.tag is None or n.op.name == "input" else tags(n.tag))
+        x, y = xy[p]
+        col["x"].append(round(x, 1))
+        col["y"].append(round(y, 1))
+        if n.op.name == "input":
+            names[p] = str(n.attr("name", "arg"))
+    return col, names
+
+
+def _role_entry(role: str, count: int) -> dict:
+    """The legend entry of one role: its colours, line style and description (`ROLE_STYLES`), and count."""
+    fill, border, style, text = ROLE_STYLES.get(role, _OTHER_STYLE)
+    return {"name": role, "fill": fill, "border": border, "dashed": "dashed" in style or "dotted" in style,
+            "text": text if role in ROLE_STYLES else f"{role} (role)", "count": count}
