@@ -123,12 +123,12 @@ COMPLEX_FUNCTIONS = frozenset({
     _np.trace, _np.zeros_like, _np.ones_like, _np.full_like, _np.stack, _np.concatenate, _np.reshape,
     _np.transpose, _np.swapaxes, _np.moveaxis, _np.squeeze, _np.expand_dims, _np.ravel, _np.where, _np.cumsum,
     _np.diag, _np.diagonal, _np.broadcast_to, _np.take, _np.copy, _np.shape, _np.ndim, _np.size, _np.abs,
-    _np.square,
+    _np.square, _np.var, _np.std, _np.linalg.norm,
 })
 
 COMPLEX_METHODS = frozenset({
     "sum", "mean", "prod", "take", "squeeze", "ravel", "flatten", "swapaxes", "diagonal", "repeat", "trace",
-    "cumsum",
+    "cumsum", "var", "std",
 })
 
 

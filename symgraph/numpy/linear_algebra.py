@@ -80,6 +80,14 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     """
     if not isinstance(x, Node):
         return _np.linalg.norm(x, ord, axis, keepdims)
+    if x.dtype.kind == "c":
+        if ord is not None or axis is not None:
+            raise UnsupportedOpError(f"np.linalg.norm of a complex array: only ord=None, axis=None (the 2-norm of "
+                                     f"the flattened array) is supported, got ord={ord!r}, axis={axis!r}")
+        # NumPy's formula: sqrt(re . re + im . im) of the flattened parts
+        re, im = ravel(L.bind("real", x)), ravel(L.bind("imag", x))
+        out = _safe_sqrt(L.add(L.matmul(re, re), L.matmul(im, im)))
+        return reshape(out, (1,) * x.ndim) if keepdims else out
     if x.dtype.kind != "f":
         x = L.cast(x, _np.float64)
     nd = x.ndim

@@ -91,11 +91,18 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) ->
 
 
 def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
-    """Variance: mean of squared deviations (two-pass, stable)."""
+    """Variance: mean of squared deviations (two-pass, stable).
+
+    A complex x gives a real variance, mean |x - mean(x)|**2, as NumPy: the squared parts added.
+    """
     x = L.to_float(x if isinstance(x, Node) else _np.asarray(x))
     axes = normalize_axes(axis, _ndim(x), op="var")
     n = int(_np.prod([_shape(x)[a] for a in axes], dtype=_np.int64))
     d = subtract(x, mean(x, axis, keepdims=True))
+    if d.dtype.kind == "c":
+        re, im = L.bind("real", d), L.bind("imag", d)
+        sq = L.add(multiply(re, re), multiply(im, im))
+        return divide(sum(sq, axis, keepdims), _np.asarray(builtins.max(n - ddof, 0), dtype=re.dtype))
     # NumPy divides by max(n - ddof, 0): a ddof >= n gives inf (or nan for 0 / 0), never a negative variance
     return divide(sum(multiply(d, d), axis, keepdims), _np.asarray(builtins.max(n - ddof, 0), dtype=x.dtype))
 
