@@ -282,3 +282,14 @@ def test_stats_values_at_the_edges_match_scipy(dist):
                 _close(got, want, 1e-12)
             except AssertionError as e:
                 raise AssertionError(f"{dist}.{fn}{params}: {e}") from None
+
+
+def test_stats_keyword_arguments_as_scipy():
+    assert st.poisson.pmf(k=3.0, mu=2.0) == pytest.approx(sst.poisson.pmf(k=3.0, mu=2.0), rel=1e-14)
+    assert st.gamma.ppf(q=0.3, a=2.0, scale=3.0) == pytest.approx(sst.gamma.ppf(q=0.3, a=2.0, scale=3.0), rel=1e-13)
+    assert st.norm.logpdf(x=0.5, loc=1.0) == pytest.approx(sst.norm.logpdf(x=0.5, loc=1.0), rel=1e-15)
+    with pytest.raises(TypeError, match="'df'"):
+        st.t.cdf(0.5)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'mean'"):
+        st.norm.cdf(0.5, mean=1.0)
+

@@ -77,8 +77,15 @@ def _guarded(dist: str, kind: str, fn, params: tuple, check, limit=None):
     parameters) (t with df = inf is the normal distribution).
     """
     names = [n for n, _ in params]
+    first = "q" if kind in ("ppf", "isf") else ("k" if dist == "poisson" else "x")  # SciPy's name of it
 
-    def f(x, *args, **kw):
+    def f(*args, **kw):
+        if args:
+            x, args = args[0], args[1:]
+        elif first in kw:
+            x = kw.pop(first)
+        else:
+            raise TypeError(f"{dist}.{kind}() missing required argument {first!r}")
         if len(args) > len(params):
             raise TypeError(f"{dist}.{kind}() takes at most {len(params) + 1} positional arguments")
         vals = dict(params)
@@ -119,7 +126,7 @@ def _guarded(dist: str, kind: str, fn, params: tuple, check, limit=None):
         return snp.where(ok, out, sp._c(np.nan, out))
 
     f.__name__ = f"{dist}.{kind}"
-    f.__doc__ = f"scipy.stats.{dist}.{kind} on traced values (SciPy's argument names: x, {', '.join(names)})."
+    f.__doc__ = f"scipy.stats.{dist}.{kind} on traced values (SciPy's argument names: {first}, {', '.join(names)})."
     return f
 
 
