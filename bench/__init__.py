@@ -18,6 +18,7 @@ WORKLOADS = {
     "W8": "bench.w8_gmm",
     "W9": "bench.w9_ba",
     "W12": "bench.w12_small",
+    "W13": "bench.w13_gp",
 }
 
 #: Workloads run only when named (not by --all): W14 launches `mpiexec` (the `distributed` extra).
