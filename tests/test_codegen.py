@@ -140,6 +140,27 @@ def test_every_layout_op_is_an_index_map_or_writes_its_buffer():
     assert not set(LAYOUTS) & {n for n, r in NODE_TASKS.items() if r.buffer}
 
 
+def test_shared_value_expensive_only_through_a_broadcast_materializes_the_broadcast_part():
+    """(x_i - x_j) * w_ij read by two reductions: w (n x n, a division chain) is materialized, the
+    cheap (n, n, d) product is recomputed by each reduction (not written and read d times over)."""
+    from codegen.kernels.partition import partition
+    from symgraph.passes.schedule import schedule
+
+    def f(x, u, v):
+        w = u / v * u + u
+        t = (x[:, None, :] - x[None, :, :]) * w[:, :, None] * 2.0
+        return np.sum(t, axis=0) - np.sum(t, axis=1)
+
+    rng = np.random.default_rng(0)
+    args = (rng.standard_normal((7, 3)), rng.standard_normal((7, 7)), rng.uniform(1.0, 2.0, (7, 7)))
+    g = sg.simplify(sg.trace(f, *args))
+    prog = partition(g, schedule(g))
+    big = [n for n in prog.materialized if n.shape == (7, 7, 3)]
+    assert not big, [n.op.name for n in big]
+    assert any(n.shape == (7, 7) and n.op.kind == "elementwise" for n in prog.materialized)
+    np.testing.assert_allclose(compile(f)(*args), f(*args), rtol=1e-13)
+
+
 def test_node_tasks_make_the_task_kinds_their_row_declares():
     """Each node's tasks are of the kinds its `NODE_TASKS` row (or the reduction/value row) declares,
     and the rows' buffered nodes are materialized."""

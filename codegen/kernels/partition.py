@@ -389,6 +389,7 @@ class _Partitioner:
         """Values to materialize: expensive fused values read by several kernels or recomputed along a broadcast."""
         users: dict[Node, set[int]] = {}
         cost_of: dict[Node, int] = {}
+        shared_parts: dict[Node, set[Node]] = {}
         extra: set[Node] = set()
         for ki, k in enumerate(kernels):
             if k.kind != KernelKind.LOOP:
@@ -418,6 +419,13 @@ class _Partitioner:
                 if not was_split:
                     users.setdefault(n, set()).add(ki)
                 cost = b.cost.get(e, 0)
+                if cost >= _EXPENSIVE and n.op.kind == "elementwise" and not was_split:
+                    own, parts = _broadcast_parts(b, e, varsets, M)
+                    if own < _EXPENSIVE and parts:
+                        # expensive only through values broadcast along one of its loops: those
+                        # (fewer elements) are the ones to share; n itself is cheap to recompute
+                        cost = own
+                        shared_parts.setdefault(n, set()).update(parts)
                 cost_of[n] = max(cost_of.get(n, 0), cost)
                 if cost >= _EXPENSIVE and n.op.kind == "elementwise":
                     missing = allvars - varsets[e]
@@ -425,8 +433,11 @@ class _Partitioner:
                         # recomputed along loops it does not depend on
                         extra.add(n)
         for n, ks in users.items():
-            if len(ks) > 1 and cost_of[n] >= _EXPENSIVE and n.op.kind == "elementwise":
-                extra.add(n)
+            if len(ks) > 1 and n.op.kind == "elementwise":
+                if cost_of[n] >= _EXPENSIVE:
+                    extra.add(n)
+                elif n in shared_parts:
+                    extra |= shared_parts[n]
         extra -= M
         if len(extra) > 1:
             # Materialize the transcendentals first: a cheap op is expensive here only because it
@@ -482,6 +493,45 @@ class _Partitioner:
                 if t.cost > cap:
                     cut_task(b, t, M, cut, extra, cap)
         return extra - M
+
+
+#: Steps of the walk of `_broadcast_parts` (a bigger tree keeps the cumulative cost's answer).
+_PARTS_WALK = 64
+
+
+def _broadcast_parts(b: BodyBuilder, e: Expr, varsets: dict, M: set) -> tuple[int, list[Node]]:
+    """The cost of e over its own loops, and the values below it broadcast along one of them.
+
+    Walks e's operands while they depend on every loop e depends on, summing their ops' weights;
+    an operand that depends on fewer loops (a broadcast value, at most half e's elements) ends the
+    walk there and is returned as a part when it is an elementwise value not materialized. The
+    cost of e(x, y) = (x - y) * w with w = u / v broadcast along the last loop is 2, its part w:
+    materializing w (n x n) and recomputing e lets every reader of e read n x n values, where
+    materializing e (n x n x d) writes and reads d times as much. Past `_PARTS_WALK` steps the
+    answer is e's whole cost and no parts (the caller's rule unchanged).
+    """
+    mine = varsets.get(e, frozenset())
+    en = b.expr_node.get(e)
+    own, parts, stack, seen, steps = 0, [], [e], set(), 0
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        steps += 1
+        if steps > _PARTS_WALK:
+            return b.cost.get(e, 0), []
+        if x.op in ("load", "const", "var", "index"):
+            continue
+        xn = b.expr_node.get(x)
+        if x is not e and xn is not None and varsets.get(x, frozenset()) < mine:
+            if b.cost.get(x, 0) > 0 and xn.op.kind == "elementwise" and xn not in M and en is not None \
+                    and 2 * xn.size <= en.size:
+                parts.append(xn)
+                continue
+        own += x.w
+        stack.extend(a for a in x.args if isinstance(a, Expr))
+    return own, parts
 
 
 def partition(graph: Graph, order: list[Node], donate: frozenset = frozenset(), blas: bool = True) -> Program:
