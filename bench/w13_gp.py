@@ -156,7 +156,7 @@ def systems(quick: bool = False) -> list[System]:
     """W13's systems in table order (quick: without torch.compile, whose first call takes half a minute)."""
     out = [
         symgraph_system(lambda sg: sg.value_and_grad(nlml, argnums=(0, 1)),
-                        note="sg.compile(sg.value_and_grad(nlml, argnums=(0, 1))): ?potrf, ?trsm native"),
+                        note="sg.compile(sg.value_and_grad(nlml, argnums=(0, 1))): ?potrf, ?trsm, blocked cholesky_vjp native"),
         numpy_system(nlml_numpy, note="hand-written: scipy.linalg.cho_factor/cho_solve, K^-1, analytic gradient "
                                       "(the reference)"),
         jax_system(_jax, note="jax.jit(jax.value_and_grad) with jax.scipy.linalg.solve_triangular"),
