@@ -454,10 +454,11 @@ def _jacfwd_nodes(outs: list[Node], w: Node) -> list[Node]:
     return res
 
 
-def _jacobian(f: Callable, argnums: int | Sequence[int], mode: str | None, fname: str) -> Callable:
+def _jacobian(f: Callable, argnums: int | Sequence[int], mode: str | None, fname: str,
+              holomorphic: bool = False) -> Callable:
     def inline(*args: Any) -> Any:
         nums, single = _normalize_argnums(argnums, len(args), fname)
-        new_args, fl, trees = _wrt_leaves(args, nums, fname)
+        new_args, fl, trees = _wrt_leaves(args, nums, fname, holomorphic)
         out = f(*new_args)
         ol, otree = tree_flatten(out)
         ol = [as_output(o, i) for i, o in enumerate(ol)]
@@ -466,10 +467,13 @@ def _jacobian(f: Callable, argnums: int | Sequence[int], mode: str | None, fname
                 raise DTypeError(f"{fname}: output {i} has dtype {o.dtype}; a Jacobian needs float outputs")
         wrt = [x for leaves in fl for x in leaves]
         for what, v in [("output", o) for o in ol] + [("argument", w) for w in wrt]:
-            if v.dtype.kind == "c":
-                raise DTypeError(f"{fname}: a complex {what} (dtype {v.dtype}); Jacobians and Hessians of complex "
-                                 f"functions are not built yet: use sg.jvp / sg.vjp (JAX's convention, "
-                                 f"docs/complex.md), sg.grad(..., holomorphic=True), or real and imaginary parts")
+            if holomorphic and v.dtype.kind != "c":
+                raise DTypeError(f"{fname}: holomorphic=True needs complex inputs and outputs, but an {what} has "
+                                 f"dtype {v.dtype}")
+            if v.dtype.kind == "c" and not holomorphic:
+                raise DTypeError(f"{fname}: a complex {what} (dtype {v.dtype}); the Jacobian of a complex function "
+                                 f"is a complex matrix only for a holomorphic one: pass holomorphic=True (as JAX), "
+                                 f"or use sg.jvp / sg.vjp (docs/complex.md), or real and imaginary parts")
         n_out, n_in = sum(o.size for o in ol), sum(w.size for w in wrt)
         m = mode or ("rev" if n_out <= n_in else "fwd")
         # J[i][j]: d ol[i] / d wrt[j], shape ol[i].shape + wrt[j].shape
@@ -494,7 +498,7 @@ def _jacobian(f: Callable, argnums: int | Sequence[int], mode: str | None, fname
     return jac
 
 
-def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def jacobian(f: Callable, argnums: int | Sequence[int] = 0, holomorphic: bool = False) -> Callable:
     """Return a function computing the Jacobian of f, shape out.shape + in.shape.
 
     Reverse mode (one pullback) when the output is not larger than the input,
@@ -512,30 +516,34 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         tuple; a pytree like the argument when it is one), each block of shape
         out_leaf.shape + in_leaf.shape, in the output's structure.
 
+        holomorphic: f is holomorphic (complex inputs and outputs): the complex Jacobian df/dz,
+            as `jax.jacobian(f, holomorphic=True)`; without it complex inputs and outputs are
+            refused (docs/complex.md).
+
     Raises:
-        DTypeError: a differentiated argument or an output is not float (complex ones included:
-            not built yet, docs/complex.md).
+        DTypeError: a differentiated argument or an output is not float or complex; complex
+            without holomorphic=True, or holomorphic=True with a real input or output.
     """
-    return _jacobian(f, argnums, None, f"jacobian({getattr(f, '__name__', 'f')})")
+    return _jacobian(f, argnums, None, f"jacobian({getattr(f, '__name__', 'f')})", holomorphic)
 
 
-def jacrev(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def jacrev(f: Callable, argnums: int | Sequence[int] = 0, holomorphic: bool = False) -> Callable:
     """The Jacobian by reverse mode: one batched pullback of the identity basis.
 
     Same contract as `jacobian`; best when outputs are fewer than inputs.
     """
-    return _jacobian(f, argnums, "rev", f"jacrev({getattr(f, '__name__', 'f')})")
+    return _jacobian(f, argnums, "rev", f"jacrev({getattr(f, '__name__', 'f')})", holomorphic)
 
 
-def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def jacfwd(f: Callable, argnums: int | Sequence[int] = 0, holomorphic: bool = False) -> Callable:
     """The Jacobian by forward mode: one batched pushforward of the identity basis.
 
     Same contract as `jacobian`; best when inputs are fewer than outputs.
     """
-    return _jacobian(f, argnums, "fwd", f"jacfwd({getattr(f, '__name__', 'f')})")
+    return _jacobian(f, argnums, "fwd", f"jacfwd({getattr(f, '__name__', 'f')})", holomorphic)
 
 
-def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def hessian(f: Callable, argnums: int | Sequence[int] = 0, holomorphic: bool = False) -> Callable:
     """Return a function computing the Hessian of scalar f, shape in.shape + in.shape.
 
     Forward over reverse: the batched pushforward of the identity basis
@@ -544,6 +552,8 @@ def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     Args:
         f: function returning a float scalar.
         argnums: int or tuple of ints (a tuple gives nested tuples H[i][j]).
+        holomorphic: f is holomorphic (complex input and output): the complex second derivative
+            matrix, as `jax.hessian(f, holomorphic=True)`.
 
     Returns:
         A function returning the Hessian.
@@ -553,7 +563,7 @@ def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         DTypeError: an integer or bool argument.
     """
     fname = f"hessian({getattr(f, '__name__', 'f')})"
-    return _jacobian(_grad(f, argnums, False, fname), argnums, "fwd", fname)
+    return _jacobian(_grad(f, argnums, False, fname, holomorphic), argnums, "fwd", fname, holomorphic)
 
 
 def hvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:

@@ -177,8 +177,10 @@ def test_grad_errors_follow_jax():
         sg.grad(np.exp, holomorphic=True)(1.0)
     with pytest.raises(sg.DTypeError, match="complex output"):
         sg.grad(np.abs, holomorphic=True)(z)
-    with pytest.raises(sg.DTypeError, match="not built yet"):
+    with pytest.raises(sg.DTypeError, match="pass holomorphic=True"):
         sg.jacobian(np.exp)(Z)
+    with pytest.raises(sg.DTypeError, match="a complex output"):
+        sg.hessian(lambda z: np.sum(np.abs(z) ** 2))(Z)  # its gradient is not holomorphic
     with pytest.raises(sg.UnsupportedOpError, match="np.maximum on complex values"):
         sg.trace(lambda z: np.maximum(z, 0), Z)  # no order on complex numbers in symgraph
     for f in (np.sinh, np.reciprocal, np.cumprod, lambda z: z.max(), lambda z: np.sort(z)):
@@ -188,6 +190,20 @@ def test_grad_errors_follow_jax():
         sg.trace(lambda z: np.linalg.norm(z, ord=1), Z)
     with pytest.raises(sg.DTypeError, match="dtype"):
         sg.jvp(np.exp, (Z,), (np.ones(3),))  # a float tangent for a complex primal
+
+
+def test_holomorphic_jacobian_and_hessian():
+    z = Z[:2]
+    f = lambda z: np.stack([z[0] ** 2 * z[1], np.sin(z[0]) + z[1] ** 3, np.exp(z[0] * z[1])])  # noqa: E731
+    e = np.exp(z[0] * z[1])
+    want = np.array([[2 * z[0] * z[1], z[0] ** 2], [np.cos(z[0]), 3 * z[1] ** 2], [z[1] * e, z[0] * e]])
+    for jac in (sg.jacobian, sg.jacfwd, sg.jacrev):
+        np.testing.assert_allclose(jac(f, holomorphic=True)(z), want, rtol=1e-14)
+    h = lambda z: np.sum(z ** 3 * np.exp(z[::-1]))  # noqa: E731
+    x, y = z
+    hxy = 3 * x ** 2 * np.exp(y) + 3 * y ** 2 * np.exp(x)
+    want_h = np.array([[6 * x * np.exp(y) + y ** 3 * np.exp(x), hxy], [hxy, x ** 3 * np.exp(y) + 6 * y * np.exp(x)]])
+    np.testing.assert_allclose(sg.hessian(h, holomorphic=True)(z), want_h, rtol=1e-13)
 
 
 FUNCTIONS = {
