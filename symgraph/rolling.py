@@ -167,8 +167,16 @@ def _colours(order: list[Node]) -> dict[Node, int]:
     return c
 
 
-def _grow(u0: Node, v0: Node, readers: dict[Node, list[Node]]) -> dict[Node, Node]:
-    """The shift map grown from the pair (u0, v0): node -> the node at its position one step later."""
+def _grow(u0: Node, v0: Node, readers: dict[Node, list[Node]],
+          colour: dict[Node, int] | None = None) -> dict[Node, Node]:
+    """The shift map grown from the pair (u0, v0): node -> the node at its position one step later.
+
+    Readers of a paired node are paired when they match uniquely by op,
+    attrs and the positions they read it at; a group that is ambiguous so
+    (an LSTM's top hidden state is read by three `mul`s: the next step's two
+    gates and the output layer) is split further by the `colour` of the
+    readers' other inputs (the weight each `mul` multiplies by).
+    """
     phi: dict[Node, Node] = {}
     inv: dict[Node, Node] = {}
 
@@ -195,11 +203,28 @@ def _grow(u0: Node, v0: Node, readers: dict[Node, list[Node]]) -> dict[Node, Nod
         rv = _by_key(readers.get(v, ()), v)
         for k, a in ru.items():
             b = rv.get(k)
-            if len(a) == 1 and b is not None and len(b) == 1:
-                (ra,), (rb,) = a, b
-                if ra not in phi and rb not in inv:
+            if b is None:
+                continue
+            if (len(a) > 1 or len(b) > 1) and colour is not None:
+                ca, cb = _by_colour(a, u, colour), _by_colour(b, v, colour)
+                pairs = [(x, cb[c]) for c, x in ca.items() if c in cb]
+            elif len(a) == 1 and len(b) == 1:
+                pairs = [(next(iter(a)), next(iter(b)))]
+            else:
+                pairs = []
+            for ra, rb in pairs:
+                if ra is not None and rb is not None and ra not in phi and rb not in inv:
                     work.extend(walk(ra, rb))
     return phi
+
+
+def _by_colour(rs: set[Node], x: Node, colour: dict[Node, int]) -> dict[Any, Node | None]:
+    """Readers `rs` of `x` by the colours of their other inputs; None where two readers share them."""
+    out: dict[Any, Node | None] = {}
+    for r in rs:
+        k = tuple(-1 if y is x else colour.get(y, -2) for y in r.inputs)
+        out[k] = None if k in out else r
+    return out
 
 
 def _by_key(rs: Sequence[Node], x: Node) -> dict[Any, set[Node]]:
@@ -237,7 +262,7 @@ def _find(order: list[Node], pos: dict[Node, int], readers: dict[Node, list[Node
         if tries >= MAX_TRIES:
             return None
         tries += 1
-        plan = _plan(pair[0], pair[1], order, pos, readers, min_steps, outset)
+        plan = _plan(pair[0], pair[1], order, pos, readers, min_steps, outset, colour)
         if plan is not None:
             return plan
     return None
@@ -264,9 +289,9 @@ def _periodic_pair(members: list[Node], min_steps: int) -> tuple[Node, Node] | N
 
 
 def _plan(u0: Node, v0: Node, order: list[Node], pos: dict[Node, int], readers: dict[Node, list[Node]],
-          min_steps: int, outset: set[Node]) -> Any:
+          min_steps: int, outset: set[Node], colour: dict[Node, int] | None = None) -> Any:
     """The rewrite plan of the chain through the pair (u0, v0), or None when it is not a rollable chain."""
-    phi = _grow(u0, v0, readers)
+    phi = _grow(u0, v0, readers, colour)
     if len(phi) < min_steps - 1:
         return None
     inv = {v: u for u, v in phi.items()}

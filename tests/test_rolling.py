@@ -115,6 +115,38 @@ def test_rolled_jvp_and_two_loops_counted():
     assert jv.stats["rolled_loops"] == 2
 
 
+def test_a_value_read_by_several_alike_readers_rolls_as_one_loop():
+    """Stacked diagonal LSTM layers (ADBench's): the top hidden state is read by three `mul`s alike in op and
+    shape (the next step's two gates and the output layer); the readers are told apart by what they multiply
+    by, so the per-step loss joins the layers' loop instead of a second loop reading stacked ys."""
+    def stacked(wb, xs):
+        b = xs.shape[1]
+        hs, cs, total = [np.zeros(b), np.zeros(b)], [np.zeros(b), np.zeros(b)], 0.0
+        for t in range(xs.shape[0] - 1):
+            x = xs[t] * wb[0, :b]
+            for i in range(2):
+                w, bias = wb[1 + 2 * i], wb[2 + 2 * i]
+                f = 1 / (1 + np.exp(-(x * w[:b] + bias[:b])))
+                g = np.tanh(hs[i] * w[b:] + bias[b:])
+                cs[i] = cs[i] * f + g
+                hs[i] = np.tanh(cs[i]) * (hs[i] * w[b:] + 1.0)
+                x = hs[i]
+            y = x * wb[0, b:] + 0.5
+            total = total + np.sum(xs[t + 1] * (y - np.log(np.sum(np.exp(y)) + 2.0)))
+        return total
+
+    wb, xs = 0.5 * RNG.normal(size=(5, 6)), RNG.normal(size=(16, 3))
+    g = sg.trace(stacked, wb, xs)
+    rolled, n = roll(g)
+    assert n == 1 and len(_scans(rolled)) >= 1 and len(rolled) * 4 < len(g)
+    assert not [x for x in rolled.toposort() if x.op.name == "concatenate"]    # no ys stacked into a 2nd loop
+    assert rolled.evaluate(wb, xs) == g.evaluate(wb, xs)
+    vg = sg.value_and_grad(stacked)
+    (v0, g0), (v1, g1) = sg.compile(vg, backend="numpy")(wb, xs), sg.compile(vg, backend="numpy", roll=True)(wb, xs)
+    assert v1 == v0
+    np.testing.assert_allclose(g1, g0, rtol=1e-12, atol=1e-15)
+
+
 def test_loops_that_must_not_roll():
     def differ(x):                          # ten steps, each a different function: no repeated body
         for f in (np.sin, np.cos, np.tanh, np.arctan, np.sinh, np.exp, np.log1p, np.sqrt, np.cbrt, np.square):
