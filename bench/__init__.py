@@ -17,6 +17,7 @@ WORKLOADS = {
     "W7": "bench.w7_loops",
     "W8": "bench.w8_gmm",
     "W9": "bench.w9_ba",
+    "W10": "bench.w10_lstm",
     "W12": "bench.w12_small",
     "W13": "bench.w13_gp",
 }

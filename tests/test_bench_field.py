@@ -16,7 +16,7 @@ from bench.harness import Settings, run_case
 
 
 def _settings() -> Settings:
-    s = Settings.make(quick=True, systems={"symgraph", "numpy"})
+    s = Settings.make(quick=True, systems={"symgraph", "symgraph-roll", "numpy"})
     s.verbose = False
     s.min_reps, s.max_reps, s.budget = 1, 1, 0.0
     return s
@@ -207,6 +207,58 @@ def test_ba_symgraph_in_the_harness():
     pattern = Pattern(n, m, p, inputs[4])
     _rows_ok(run_case(_settings(), "ba", inputs, lambda: numpy_complex_step(pattern)(*inputs), systems(pattern),
                       check=rho_compare))
+
+
+# --------------------------------------------------------------------------- W10 LSTM
+
+def test_lstm_input_follows_the_generator():
+    from bench.w10_lstm import make_input
+    m, e, st, q = make_input(2, 40)
+    assert m.shape == (4, 56) and e.shape == (3, 14) and st.shape == (4, 14) and q.shape == (40, 14)
+    np.random.seed(31337)
+    np.testing.assert_array_equal(st, np.random.random((4, 14)))      # state, main_params, extra_params
+    np.testing.assert_array_equal(m, np.random.random((4, 56)))
+    np.testing.assert_array_equal(e, np.random.random((3, 14)))
+    codes = (q * 2.0 ** np.arange(13, -1, -1)).sum(axis=1)             # bits, most significant first
+    assert set(np.unique(q)) <= {0.0, 1.0} and all(32 <= c < 127 or c == 0x2019 for c in codes)
+
+
+def test_lstm_objective_matches_a_direct_loop_and_hand_gradient_central_differences():
+    from bench.w10_lstm import lstm_numpy, lstm_objective, make_input
+    m, e, st, q = make_input(2, 9)
+    # ADBench's loop written elementwise, for one input
+    l, (c, b) = 2, q.shape
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    h, cl, total = st[0::2].copy(), st[1::2].copy(), 0.0
+    for t in range(c - 1):
+        x = q[t] * e[0]
+        for i in range(l):
+            for j in range(b):
+                fo = sig(x[j] * m[2 * i, j] + m[2 * i + 1, j])
+                ig = sig(h[i, j] * m[2 * i, b + j] + m[2 * i + 1, b + j])
+                og = sig(x[j] * m[2 * i, 2 * b + j] + m[2 * i + 1, 2 * b + j])
+                ch = np.tanh(h[i, j] * m[2 * i, 3 * b + j] + m[2 * i + 1, 3 * b + j])
+                cl[i, j] = cl[i, j] * fo + ig * ch
+                h[i, j] = og * np.tanh(cl[i, j])
+            x = h[i].copy()
+        y = x * e[1] + e[2]
+        total += np.sum(q[t + 1] * (y - np.log(np.sum(np.exp(y)) + 2)))
+    f, (gm, ge) = lstm_numpy(m, e, st, q)
+    assert rho(f, -total / ((c - 1) * b)) < 1e-14 and rho(lstm_objective(m, e, st, q), f) < 1e-14
+    for which, grad, idx in ((0, gm, [(0, 3), (1, 20), (2, 40), (3, 55), (1, 13)]), (1, ge, [(0, 5), (1, 9), (2, 13)])):
+        for ix in idx:
+            def fn(v, which=which):
+                a = [m, e, st, q]
+                a[which] = v
+                return lstm_objective(*a)
+            assert rho(central_difference(fn, [m, e][which], ix), grad[ix]) < 1e-8, (which, ix)
+
+
+def test_lstm_symgraph_scan_and_roll_in_the_harness():
+    from bench.w10_lstm import lstm_numpy, make_input, systems
+    inputs = make_input(2, 12)
+    _rows_ok(run_case(_settings(), "lstm", inputs, lambda: lstm_numpy(*inputs), systems(), check=rho_compare),
+             names=("symgraph", "symgraph-roll", "numpy"))
 
 
 # --------------------------------------------------------------------------- W12 particle (nested derivatives)
