@@ -236,6 +236,19 @@ def test_sum_of_broadcast_is_scaled_input():
         assert r2 is b.make(OPS["mul"], (z, const(10.0)))
 
 
+def test_sum_over_a_few_last_elements_is_adds_of_slices():
+    # squared distances in 3-d: the sum becomes x[..., 0] + x[..., 1] + x[..., 2] and fuses with exp
+    x = np.random.default_rng(0).uniform(size=(130, 3))
+    f = lambda x: np.exp(-np.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=-1))  # noqa: E731
+    g = sg.simplify(sg.trace(f, x))
+    assert "sum" not in {n.op.name for n in g.nodes}
+    np.testing.assert_allclose(g.evaluate(x), f(x), rtol=1e-15)
+    small = sg.simplify(sg.trace(f, x[:10]))                       # below SUM_UNROLL_MIN_SIZE: kept
+    assert "sum" in {n.op.name for n in small.nodes}
+    y = np.random.default_rng(1).standard_normal((130, 130, 3))     # may hold -0.0: NumPy's sum is kept
+    assert "sum" in {n.op.name for n in sg.simplify(sg.trace(lambda y: np.sum(y, axis=-1), y)).nodes}
+
+
 def test_reduce_over_unit_axes_is_a_reshape():
     with Builder() as b:
         x = inp((3, 1))

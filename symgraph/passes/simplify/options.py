@@ -9,6 +9,10 @@ MAX_ITERATIONS = 24  # pipeline rounds before giving up on a fixed point
 MAX_LOCAL_STEPS = 32  # rule applications at one node per round
 MAX_POLY_TERMS = 64  # a region whose polynomial has more monomials is left alone
 MAX_POLY_DEGREE = 48  # ... or a higher total degree
+#: sum over a last axis of at most this many elements becomes adds of its slices (`sum_of_few`) ...
+SUM_UNROLL_MAX = 4
+#: ... when the sum has at least this many elements (small graphs keep their reductions)
+SUM_UNROLL_MIN_SIZE = 1 << 14
 MAX_POW = 8  # pow(x, k) for integer 2 <= k <= MAX_POW joins a polynomial region
 
 

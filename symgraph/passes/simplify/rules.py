@@ -29,6 +29,7 @@ from .analysis import (
     _strip1,
 )
 from .context import _broadcast, _constant, _mk, _reshape, _run, _single, _splat_like
+from .options import SUM_UNROLL_MAX, SUM_UNROLL_MIN_SIZE
 
 # --------------------------------------------------------------------------- the registry
 
@@ -556,6 +557,28 @@ def sum_of_broadcast(node: Node, ins: tuple) -> Node | None:
         return None
     y = _broadcast(_reshape(x, tuple(d for i, d in enumerate(aligned) if i not in axes)), node.shape)
     return _mk("mul", y, _splat_like(count, node))
+
+
+@rule("sum")
+def sum_of_few(node: Node, ins: tuple) -> Node | None:
+    # sum(x, last axis of k <= SUM_UNROLL_MAX) -> x[..., 0] + ... + x[..., k - 1]   (the loop's order;
+    # the adds fuse with the sum's readers, where a reduction is a kernel and a buffer of its own:
+    # squared distances of points in 3-d, 93 ms as sum + exp, 27 ms as adds, n = 2000)
+    x = ins[0]
+    axes = node.attr("axes")
+    k = x.shape[-1] if x.ndim else 0
+    if axes != (x.ndim - 1,) or not 2 <= k <= SUM_UNROLL_MAX or node.size < SUM_UNROLL_MIN_SIZE \
+            or node.dtype.kind != "f" or not _run().options.reassociate:
+        return None
+    if not (_run().options.assume_finite or not _maybe_neg_zero(x)):
+        return None  # NumPy's sum of -0.0s is +0.0, their adds -0.0
+    lead = x.shape[:-1]
+    acc = None
+    for i in range(k):
+        part = _reshape(_mk("slice", x, starts=(0,) * len(lead) + (i,), stops=lead + (i + 1,),
+                            steps=(1,) * x.ndim), node.shape)
+        acc = part if acc is None else _mk("add", acc, part)
+    return acc
 
 
 @rule("sum")
