@@ -11,6 +11,7 @@ code (the message and the user's line are printed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import inspect
 import linecache
@@ -322,6 +323,10 @@ def _cmd_dump(args: argparse.Namespace) -> int:
                ".html": "html", ".htm": "html"}.get(suffix, "text")
     if fmt in ("png", "pdf") and args.output is None and sys.stdout.isatty():
         raise _UsageError(f"--format {fmt} writes binary data: give -o PATH (or redirect standard output)")
+    if args.output:  # before tracing: a typo in -o should not cost a compile
+        where = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(where):
+            raise _UsageError(f"-o {args.output}: the directory {where} does not exist")
     g, _, _ = _build(args)
     kw: dict[str, Any] = {"legend": not args.no_legend}
     if args.full:
@@ -340,13 +345,30 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         except SymgraphError as e:  # Graphviz missing, failing or too slow: not the user's code
             raise _Unavailable(e.message) from None
     if args.output:
-        with open(args.output, "wb") as fh:
-            fh.write(data)
+        _write_atomically(args.output, data)
     else:
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     return EXIT_OK
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file beside it and a rename: an existing file is
+    replaced whole or left as it was, never half-written.
+
+    Raises:
+        _UsageError: the file cannot be written (permissions, a full disk, a directory of that name).
+    """
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _UsageError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ from . import lax as L
 from .autodiff import is_float, jvp_nodes, placeholder, vjp_nodes
 from .batching import batch_nodes
 from .errors import ShapeError
-from .ir import Graph, Node, current_builder, meta, toposort
+from .ir import Graph, Node, current_builder, meta, role, toposort
 from .ops import OPS
 from .ops.batch import bcast, move0, move_to0
 from .passes.cost import node_flops
@@ -346,7 +346,9 @@ class Region:
         ins = list(node.inputs)
         consts, init, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
         bwd, saver, n_saved, fk, fc, fx, fy = self._backward()
-        saved = [scan_node(ins, saver, nk + self.ny + j) for j in range(n_saved)]
+        m = meta(node)
+        with role(m.role, m.origin):  # the saving loop runs in the primal's sweep, not the backward one
+            saved = [scan_node(ins, saver, nk + self.ny + j) for j in range(n_saved)]
         b = self.body
         ct_final = [cts.get(j) if cts.get(j) is not None else L.zeros_like(init[j]) for j in fk]
         ct_ys = []

@@ -269,3 +269,16 @@ def test_missing_shapes_for_an_array_function_says_to_give_them(model):
     r = run("dump", f"{model}:bad_matmul")
     assert r.returncode != 0
     assert "no --shapes was given" in err(r) and "model.py" in err(r)
+
+
+def test_unwritable_output_is_a_usage_error_and_an_old_file_survives(model, tmp_path):
+    r = run("dump", f"{model}:chain", "-s", "4", "-o", str(tmp_path / "missing" / "g.html"))
+    assert r.returncode == 2 and "does not exist" in err(r) and "Traceback" not in err(r)
+    (tmp_path / "d.txt").mkdir()
+    r = run("dump", f"{model}:chain", "-s", "4", "-o", str(tmp_path / "d.txt"))
+    assert r.returncode == 2 and "cannot write" in err(r)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.txt"]  # no temporary file left behind
+    old = tmp_path / "old.txt"
+    old.write_text("keep")
+    r = run("dump", f"{model}:chain", "-s", "4", "-o", str(old))
+    assert r.returncode == 0 and "graph" in old.read_text()

@@ -437,3 +437,27 @@ def test_stages_side_by_side(tmp_path):
     r = _browser(tmp_path, f"file://{path}#left=simplified", "--dump-dom")
     assert r.returncode == 0 and 'data-ready="1"' in r.stdout, r.stderr[-2000:]
     assert re.findall(r'class="sg-pane" id="sg-pane-\d" data-stage="(\w+)"', r.stdout) == ["simplified", "checkpointed"]
+
+
+def test_a_scan_and_the_loop_saving_its_residuals_are_one_forward_region():
+    """grad of a scan adds a loop that extends the forward one with the residual ys (`Region.root`):
+    both are nodes of the forward sweep and are drawn as one loop, next to the reverse loop."""
+
+    def rnn(h, W, xs):
+        def step(h, x):
+            h = np.tanh(h @ W + x)
+            return h, h.sum()
+        h, ys = sg.scan(step, h, xs)
+        return np.sum(h * h) + np.sum(ys)
+
+    g = sg.trace(sg.value_and_grad(rnn, argnums=(0, 1)), np.ones(4), np.eye(4) * 0.5, np.ones((20, 4)))
+    scans = [n for n in sg.ir.toposort(g.outputs) if n.op.name == "scan"]
+    forward = [n for n in scans if not n.attr("region").reverse]
+    assert {sg.ir.meta(n).role for n in forward} == {"forward"}
+    assert len({id(n.attr("region")) for n in forward}) == 2  # the loop and its saver
+    d = html_data(g)
+    loops = [r for r in d["regions"] if r["loop"]]
+    assert len(loops) == 2
+    fwd = [r for r in loops if "reverse" not in r["label"]]
+    assert len(fwd) == 1 and len(fwd[0]["loop"]["sibs"]) == len(forward)
+    assert {d["roles"][d["role"][p]]["name"] for p in fwd[0]["loop"]["sibs"]} == {"forward"}

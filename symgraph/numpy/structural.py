@@ -624,7 +624,7 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
 
 
 def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: Any) -> Any:
-    """np.piecewise: funclist[i](x) where condlist[i] holds (the last one wins, as NumPy), else 0 or the
+    """np.piecewise: `funclist[i](x)` where `condlist[i]` holds (the last one wins, as NumPy), else 0 or the
     extra last function where none holds. Each function is called on the whole x (it must be elementwise
     and trace); the result has x's dtype. Gradients: those of where (a branch that is NaN or infinite
     outside its condition gives a NaN derivative there, as with np.where)."""

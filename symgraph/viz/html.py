@@ -47,10 +47,15 @@ _LOOP_OPS = ("scan", "while", "cond")
 
 
 def _loop_key(n: Node) -> Any:
-    """The sibling group of a loop node (the output leaves of one loop share it), or None."""
-    if n.op.name not in _LOOP_OPS or n.attr("region") is None:
+    """The sibling group of a loop node (the output leaves of one loop share it), or None.
+
+    A scan that saves residuals for the backward sweep extends the forward loop (`Region.root`) with
+    extra ys; backends run both as one loop, and so they are drawn as one.
+    """
+    region = n.attr("region") if n.op.name in _LOOP_OPS else None
+    if region is None:
         return None
-    return n.op.name, n.inputs, id(n.attr("region")), n.tag
+    return n.op.name, n.inputs, id(getattr(region, "root", region)), n.tag
 
 
 class _Flat:
@@ -113,7 +118,7 @@ class _Flat:
 
     def loop(self, sibs: list[Node], level: int, prefix: str) -> tuple[int, Any]:
         """Inline the body of the loop whose output leaves are `sibs`; (container, leaf -> drawn inputs)."""
-        first = sibs[0]
+        first = max(sibs, key=lambda n: len(n.attr("region").subgraphs()[0].outputs))  # a saver has them all
         region = first.attr("region")
         lp = len(self.loops)
         self.loops.append({"op": first.op.name, "region": region, "parent": level, "sibs": [], "body": []})
