@@ -125,9 +125,16 @@ def _guarded(dist: str, kind: str, fn, params: tuple, check, limit=None):
             out = snp.where(finite, out, snp.where(x > 0.0, sp._c(hi, out), sp._c(lo, out)))
         return snp.where(ok, out, sp._c(np.nan, out))
 
+    def quiet(*args, **kw):
+        # on concrete values the masked branches (edges, tails) divide by zero as SciPy's own code
+        # does internally; SciPy gives its NaN/inf without a RuntimeWarning, and so does this
+        with np.errstate(all="ignore"):
+            return f(*args, **kw)
+
     f.__name__ = f"{dist}.{kind}"
     f.__doc__ = f"scipy.stats.{dist}.{kind} on traced values (SciPy's argument names: {first}, {', '.join(names)})."
-    return f
+    quiet.__name__, quiet.__qualname__, quiet.__doc__ = f.__name__, f.__name__, f.__doc__
+    return quiet
 
 
 def _distribution(name: str, params: tuple, check, fns: dict, limit=None) -> _Namespace:
