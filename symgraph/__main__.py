@@ -11,7 +11,6 @@ code (the message and the user's line are printed).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import inspect
 import linecache
@@ -33,6 +32,7 @@ from . import errors as errors_mod
 from . import viz
 from .backend import backend_names
 from .errors import SourceLocation, SymgraphError, _internal_dirs
+from .files import write_atomically
 from .ir import default_location
 from .passes.checkpoint import apply_checkpoint
 from .passes.schedule import peak_bytes, schedule
@@ -345,30 +345,15 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         except SymgraphError as e:  # Graphviz missing, failing or too slow: not the user's code
             raise _Unavailable(e.message) from None
     if args.output:
-        _write_atomically(args.output, data)
+        try:
+            write_atomically(args.output, lambda f: f.write(data))
+        except OSError as e:
+            raise _UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
     else:
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     return EXIT_OK
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file beside it and a rename: an existing file is
-    replaced whole or left as it was, never half-written.
-
-    Raises:
-        _UsageError: the file cannot be written (permissions, a full disk, a directory of that name).
-    """
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise _UsageError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:

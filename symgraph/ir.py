@@ -178,30 +178,29 @@ _ctx = _Ctx()
 
 
 @contextlib.contextmanager
-def source_location(loc: SourceLocation | None) -> Iterator[None]:
-    """Attribute nodes built inside the block to `loc` (used by passes)."""
-    prev = getattr(_override, "loc", None)
-    _override.loc = loc
+def _overriding(name: str, loc: SourceLocation | None) -> Iterator[None]:
+    """Set the thread's location override `name` ("loc" or "default") for the block."""
+    prev = getattr(_override, name, None)
+    setattr(_override, name, loc)
     try:
         yield
     finally:
-        _override.loc = prev
+        setattr(_override, name, prev)
 
 
-@contextlib.contextmanager
-def default_location(loc: SourceLocation | None) -> Iterator[None]:
+def source_location(loc: SourceLocation | None) -> contextlib.AbstractContextManager[None]:
+    """Attribute nodes built inside the block to `loc` (used by passes)."""
+    return _overriding("loc", loc)
+
+
+def default_location(loc: SourceLocation | None) -> contextlib.AbstractContextManager[None]:
     """Attribute nodes built inside the block with no user frame on the stack to `loc`.
 
     The `symgraph` command traces on the user's behalf: its inputs (and the
     copies `grad` makes of them) would otherwise have no line, or the
     launcher's; it gives them the traced function's line.
     """
-    prev = getattr(_override, "default", None)
-    _override.default = loc
-    try:
-        yield
-    finally:
-        _override.default = prev
+    return _overriding("default", loc)
 
 
 @contextlib.contextmanager

@@ -17,13 +17,13 @@ import importlib
 import json
 import os
 import sys
-import tempfile
 import zipfile
 from typing import Any
 
 import numpy as np
 
 from .errors import SymgraphError
+from .files import write_atomically
 from .tree import TreeDef, tree_flatten, tree_unflatten
 
 __all__ = ["save_state", "load_state", "StateError"]
@@ -121,28 +121,7 @@ def _write(path: str, tree: Any) -> None:
     meta = json.dumps({"format": _FORMAT, "tree": _encode(td, iter(kinds)), "leaves": len(arrays)})
     entries = {f"leaf_{i:06d}": a for i, a in enumerate(arrays)}
     entries["__symgraph_state__"] = np.frombuffer(meta.encode(), dtype=np.uint8)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **entries)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # the rename itself reaches the disk with the directory's entry
-        dfd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:  # pragma: no cover - file systems without directory fsync
-        pass
+    write_atomically(path, lambda f: np.savez(f, **entries))
 
 
 def save_state(path: str | os.PathLike, tree: Any, *, comm: Any = None) -> None:

@@ -29,6 +29,7 @@ PACKAGES = ("symgraph", "codegen")
 LAYERS = {
     # foundations: no symgraph imports beyond each other
     "symgraph.errors": 0,
+    "symgraph.files": 0,  # atomic file writes (state, the CLI, the HTML pages)
     "symgraph.tree": 0,
     "symgraph.closures": 0,  # closed-over-array detection, read by lax.constant
     "symgraph.progress": 0,  # a long compile's stage on a terminal (tqdm) and the seconds per stage

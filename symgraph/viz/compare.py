@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
+from ..files import write_atomically
 from ..ir import Graph
 from .html import _escape, _json_for_script, to_html
 
@@ -92,6 +93,5 @@ def compare_html(stages: dict[str, Graph] | Iterable[tuple[str, Graph]], path: s
     panes = "".join(_PANE.format(k=k, side=side) for k, side in enumerate(("left", "right")))
     text = _PAGE.format(title=_escape(title), panes=panes, data=_json_for_script(data))
     if path is not None:
-        with open(os.fspath(path), "w", encoding="utf-8") as f:
-            f.write(text)
+        write_atomically(path, lambda f: f.write(text.encode("utf-8")))
     return text

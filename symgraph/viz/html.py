@@ -21,6 +21,7 @@ import os
 from collections import Counter
 from typing import Any, Iterable
 
+from ..files import write_atomically
 from ..ir import Graph, Node, meta
 from .kernels import _kernel_sets
 from .labels import _TagNames, format_attrs, node_ids, role_counts
@@ -457,8 +458,7 @@ def to_html(graph: Graph, path: str | os.PathLike | None = None, *, kernels: Ite
         f"<script>\n{_asset('viewer.js')}</script>\n</body>\n</html>\n"
     )
     if path is not None:
-        with open(os.fspath(path), "w", encoding="utf-8") as f:
-            f.write(text)
+        write_atomically(path, lambda f: f.write(text.encode("utf-8")))
     return text
 
 
