@@ -79,7 +79,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-_ARG_DTYPES = ("float64", "float32", "int64", "int32", "bool")
+_ARG_DTYPES = ("float64", "float32", "complex128", "complex64", "int64", "int32", "bool")
 
 
 def _arg(text: str) -> tuple[tuple[int, ...], str | None]:
@@ -127,7 +127,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "(64:int64 for integer labels; float64, float32, int64, int32, bool); give it once per "
                         "argument, in order ('' or 'scalar' for a 0-d argument). Default: every argument is a "
                         "scalar")
-    p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32", "complex128", "complex64"),
                    help="dtype of every argument without its own :DTYPE (default float64)")
     d = p.add_mutually_exclusive_group()
     d.add_argument("--grad", action="store_true",

@@ -219,7 +219,7 @@ def _message(p: Producer, graph: Graph, where: str) -> str:
         numbering = outer
         for loop, t, steps in p.loops:
             lm = meta(loop)
-            lines.append(f"  in step {t} of {steps} of the loop (scan) %{numbering.get(loop, '?')}"
+            lines.append(f"  at step {t} (counting from 0) of the {steps} steps of the loop (scan) %{numbering.get(loop, '?')}"
                          f"{f' at {lm.location}' if lm.location is not None else ''}")
             numbering = node_ids(loop.attr("region").body)
     for x, s in p.inputs:

@@ -45,6 +45,9 @@ MODEL = textwrap.dedent("""\
     def picked(logits, labels):
         return np.sum(logits[np.arange(logits.shape[0]), labels] ** 2)
 
+    def power(z):
+        return np.sum(np.abs(z) ** 2)
+
     class Model:
         @staticmethod
         def loss(w):
@@ -263,6 +266,15 @@ def test_per_argument_dtypes_let_integer_labels_through(model):
     assert "compiled" in out(r)
     r = run("dump", f"{model}:picked", "--shapes", "4,3:int8", "--shapes", "4")
     assert r.returncode == 2 and "bad dtype 'int8'" in err(r)
+
+
+def test_complex_arguments(model):
+    r = run("dump", f"{model}:power", "--shapes", "3:complex64", "--grad")
+    assert r.returncode == 0, err(r)
+    assert "complex64[3]" in out(r) and "float32[3]" in out(r)  # |z| is real, the gradient complex
+    r = run("stats", f"{model}:power", "--shapes", "3", "--dtype", "complex128", "--grad", "--compile")
+    assert r.returncode == 0, err(r)
+    assert "compiled" in out(r)
 
 
 def test_missing_shapes_for_an_array_function_says_to_give_them(model):

@@ -248,7 +248,7 @@ def test_nan_inside_a_loop_body_names_the_op_and_the_step(nans_on):
     e = ei.value
     assert (e.op, e.role, e.kind) == ("log", "forward", "NaN")
     assert e.location.lineno == _line_of(scanned, "np.log(xi)")
-    assert "in step 2 of 4 of the loop (scan)" in str(e)
+    assert "at step 2 (counting from 0) of the 4 steps of the loop (scan)" in str(e)
     assert f"at {__file__}:{_line_of(scanned, 'sg.scan(body')}" in str(e)  # the loop's own line
     # a loop of a while_loop kind (fori_loop) and the eager transformation path
     def fl(x):
@@ -265,7 +265,7 @@ def test_backward_nan_inside_a_reverse_loop(nans_on):
         c, _ = sg.scan(body, 0.0, x)
         return c
     with pytest.raises(sg.FloatingPointError) as ei:
-        sg.grad(f)(np.array([1.0, 0.0, 4.0]))
+        sg.grad(f)(np.array([1.0, 4.0, 0.0, 9.0]))
     e = ei.value
     assert e.kind == "inf" and (e.role, e.origin) == ("backward", "sqrt")
-    assert "in step 1 of 3 of the loop (scan)" in str(e)
+    assert "at step 2 (counting from 0) of the 4 steps of the loop (scan)"  # forward order in str(e)
