@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -103,3 +104,38 @@ def test_site_builds_without_warnings(tmp_path):
     assert (tmp_path / "img" / "train_mlp_digits.png").exists()
     index = (tmp_path / "search-index.js").read_text(encoding="utf-8")
     assert '"url": "api/symgraph.html#grad"' in index and '"url": "compile.html#options"' in index
+
+
+_DOC_REF = re.compile(r'docs/([A-Za-z0-9_-]+\.md)(?:,? \(?"([^"\n]+)"\)?)?')
+
+
+def _source_doc_refs():
+    """Every `docs/PAGE.md` (with its `"Section"` when one follows) named in the package's docstrings and
+    messages, as (source file, page, section or None)."""
+    for pkg in ("symgraph", "codegen"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, pkg)):
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    path = os.path.join(dirpath, f)
+                    text = open(path, encoding="utf-8").read()
+                    for m in _DOC_REF.finditer(text):
+                        yield os.path.relpath(path, ROOT), m.group(1), m.group(2)
+
+
+def test_docs_pages_and_sections_named_in_the_source_exist():
+    refs = list(_source_doc_refs())
+    assert len(refs) > 40  # the scan sees the references (docstrings and error messages name pages)
+    bad = []
+    for src, page, section in refs:
+        path = os.path.join(ROOT, "docs", page)
+        if not os.path.exists(path):
+            bad.append(f"{src}: docs/{page} does not exist")
+            continue
+        if section is not None:
+            # a section is a heading or a paragraph's bold lead ("**Threads.** ..."), backticks left out
+            text = open(path, encoding="utf-8").read()
+            heads = re.findall(r"^#+ (.*)$", text, re.M) + re.findall(r"^\*\*(.+?)\*\*", text, re.M)
+            want = section.strip().lower().rstrip(".")
+            if not any(h.replace("`", "").strip().lower().startswith(want) for h in heads):
+                bad.append(f"{src}: docs/{page} has no section {section!r}")
+    assert bad == []
