@@ -317,7 +317,8 @@ def test_browser_click_and_search(small_graph, tmp_path):
     details = dom[dom.index('id="sg-details"'):dom.index('id="sg-results"')]
     assert f"%{ids[target]} = tanh" in details and "float64" in details and "(3,)" in details
     assert f"test_html_viewer.py:{small.__code__.co_firstlineno + 1}" in details
-    assert "readers (" in details and "inputs (1)" in details
+    # h * h reads tanh twice and the backward mul once: two readers listed once each, three uses
+    assert "readers (2; 3 uses)" in details and "inputs (1)" in details
 
 
 def test_browser_role_chip_and_double_click(small_graph, tmp_path):
@@ -365,6 +366,10 @@ def test_browser_big_graph_collapsed_expand_and_screenshot(big, tmp_path):
     assert int(_attr(dom, "sg-count", "data-collapsed")) == nregions - 1  # all but the expanded region 0
     assert 1 < drawn < n // 10
     assert load < 60, load
+    # everything expanded: the view is fitted to the new, larger layout (every drawn item on the canvas)
+    dom = _browser(tmp_path, f"file://{path}#expand=all", "--dump-dom").stdout
+    assert int(_attr(dom, "sg-count", "data-drawn")) == n
+    assert _attr(dom, "sg-count", "data-in-view") == str(n)
     shot = tmp_path / "viewer.png"
     keep = os.environ.get("SYMGRAPH_VIEWER_SCREENSHOT")  # a path to keep the picture at (CI artifacts)
     r = _browser(tmp_path, f"file://{path}#select=5000", f"--screenshot={shot}")

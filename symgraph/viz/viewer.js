@@ -312,9 +312,11 @@
     }
     var text = s > 0.42, matchSet = matches.length ? new Set(matches.map(itemOf)) : null;
     ctx.font = "11px monospace"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+    var inView = 0;  // drawn items whose centre is on the canvas (sg-count's data-in-view)
     for (var q = 0; q < items.length; q++) {
       var k = items[q];
       if (!vis(k)) continue;
+      if (ix(k) >= vx0 && ix(k) <= vx1 && iy(k) >= vy0 && iy(k) <= vy1) inView++;
       var ro = roleOf(k), w = iw(k), h = ih(k), x = ix(k) - w / 2, y = iy(k) - h / 2;
       ctx.beginPath();
       if (s < 0.08) {  // far away: a filled block, at least 4 px
@@ -359,6 +361,7 @@
         }
       }
     }
+    $("sg-count").dataset.inView = inView;
   }
 
   function edgePath(a, b) {
@@ -438,7 +441,9 @@
       if (ARGS[k] !== undefined && D.ins[k].length) {  // a loop body's input, or a loop node: where it comes from
         row(t, ins.length ? "from the body" : "bound to", links(D.ins[k]));
       }
-      row(t, "readers (" + us.length + ")", links(us));
+      // a reader that takes the value twice (mul(h, h)) is listed once; the uses count both
+      var uniq = us.filter(function (u, q) { return us.indexOf(u) === q; });
+      row(t, "readers (" + uniq.length + (uniq.length < us.length ? "; " + us.length + " uses" : "") + ")", links(uniq));
       if (D.region[k] >= 0) {
         var rk = D.region[k], rb = el("button", "collapse " + (isLoop[rk] ? "loop" : "region") + " (" + D.regions[rk].count + " nodes)");
         rb.addEventListener("click", function () { setRegion(rk, 1); });
@@ -557,8 +562,8 @@
   $("sg-search").addEventListener("input", function (ev) { search(ev.target.value); });
   $("sg-search").addEventListener("keydown", function (ev) { if (ev.key === "Enter") nextMatch(ev.shiftKey ? -1 : 1); });
   $("sg-fit").addEventListener("click", function () { fit(); });
-  $("sg-expand-all").addEventListener("click", function () { setAll(0); });
-  $("sg-collapse-all").addEventListener("click", function () { setAll(1); });
+  $("sg-expand-all").addEventListener("click", function () { setAll(0); fit(); });
+  $("sg-collapse-all").addEventListener("click", function () { setAll(1); fit(); });
   window.addEventListener("keydown", function (ev) {
     if (ev.target.tagName === "INPUT") return;
     if (ev.key === "f") fit();
@@ -574,8 +579,10 @@
     var h = location.hash.slice(1);
     if (!h) return;
     var p = new URLSearchParams(h);
-    if (p.has("expand")) { if (p.get("expand") === "all") setAll(0); else setRegion(Number(p.get("expand")), 0); }
-    if (p.has("collapse")) { if (p.get("collapse") === "all") setAll(1); else setRegion(Number(p.get("collapse")), 1); }
+    // expanding or collapsing everything changes the whole layout: the view is fitted to it again, as the
+    // buttons do (one region opened keeps the view, so that what was on screen stays put)
+    if (p.has("expand")) { if (p.get("expand") === "all") { setAll(0); fit(); } else setRegion(Number(p.get("expand")), 0); }
+    if (p.has("collapse")) { if (p.get("collapse") === "all") { setAll(1); fit(); } else setRegion(Number(p.get("collapse")), 1); }
     if (p.has("chip")) {  // a click on a role chip (collapse / expand every region of that role)
       var chip = document.querySelector('.sg-chip[data-role="' + p.get("chip") + '"]');
       if (chip) chip.click();
