@@ -10,6 +10,7 @@ from .ops import (  # noqa: F401  (the rule modules register the primitives; sym
     custom as _custom_ops,
     elementwise as _elementwise_ops,
     factor as _factor_ops,
+    fourier as _fourier_ops,
     linalg as _linalg_ops,
     loops as _loop_ops,
     remat as _remat_ops,
