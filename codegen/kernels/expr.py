@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from symgraph.ops import OPS
 from symgraph.passes.cost import weight as _cost_of_op
 
 __all__ = ["Expr", "release_session", "expr_weight", "walk_exprs"]
@@ -50,7 +51,12 @@ class Expr:
         self.dtype = dtype
         self.uid = next(_uids)
         self.rng = rng
-        self.w = 0 if op in _WEIGHTLESS else _cost_of_op(op)
+        w = _WEIGHTS.get(op)
+        if w is None:
+            w = 0 if op in _WEIGHTLESS else _cost_of_op(op)
+            if op in _WEIGHTLESS or op in OPS:  # an op's record is fixed once registered
+                _WEIGHTS[op] = w
+        self.w = w
         deps = args
         for a in args:
             if not isinstance(a, Expr):
@@ -68,8 +74,11 @@ class Expr:
     def make(cls, op: str, args: tuple, attrs: tuple, dtype: Any, rng: tuple[int, int] | None = None) -> "Expr":
         if not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
+        code = _DTYPE_CODES.get(dtype)  # `dtype.str` builds a new string per call
+        if code is None:
+            code = _DTYPE_CODES[dtype] = dtype.str
         # Exprs compare by identity, affine forms by value: the same key as the arguments' uids
-        key = (op, args, attrs, dtype.str)
+        key = (op, args, attrs, code)
         table = _session.table
         e = table.get(key)
         if e is None:
@@ -119,6 +128,8 @@ def release_session() -> None:
 
 
 _WEIGHTLESS = frozenset(("load", "const", "var", "index"))
+_WEIGHTS: dict[str, int] = {}  # op name -> `expr_weight` of its Exprs (the cost model's weights are fixed)
+_DTYPE_CODES: dict[np.dtype, str] = {}  # dtype -> dtype.str
 
 
 def expr_weight(e: "Expr") -> int:

@@ -401,18 +401,22 @@ class _Partitioner:
             # price of the cap, and materializing them all would undo the cut (a buffer per op).
             was_split = bool(self.split_cut) and any(
                 t.node in self.split_cut or any(e.attrs[0] in self.split_cut for e in t.loads) for t in k.tasks)
+            # The loop variables each Expr depends on; none at all in a body without loop variables
+            # (a scalar program's kernels): then every set is empty and none is built.
             varsets: dict[Expr, frozenset] = {}
+            loops = any(e.op == "var" for e in exprs)
             for e in exprs:
-                vs: set = set()
-                if e.op == "var":
-                    vs.add(e)
-                for a in e.args:
-                    if isinstance(a, Aff):
-                        for at in a.atoms():
-                            vs |= varsets.get(at, frozenset())
-                    else:
-                        vs |= varsets.get(a, frozenset())
-                varsets[e] = frozenset(vs)
+                if loops:
+                    vs: set = set()
+                    if e.op == "var":
+                        vs.add(e)
+                    for a in e.args:
+                        if isinstance(a, Aff):
+                            for at in a.atoms():
+                                vs |= varsets.get(at, _NO_VARS)
+                        else:
+                            vs |= varsets.get(a, _NO_VARS)
+                    varsets[e] = frozenset(vs)
                 n = b.expr_node.get(e)
                 if n is None or n in M:
                     continue
@@ -428,7 +432,7 @@ class _Partitioner:
                         shared_parts.setdefault(n, set()).update(parts)
                 cost_of[n] = max(cost_of.get(n, 0), cost)
                 if cost >= _EXPENSIVE and n.op.kind == "elementwise":
-                    missing = allvars - varsets[e]
+                    missing = allvars - varsets.get(e, _NO_VARS)
                     if missing and 2 * n.size <= k.size:
                         # recomputed along loops it does not depend on
                         extra.add(n)
@@ -494,6 +498,8 @@ class _Partitioner:
                     cut_task(b, t, M, cut, extra, cap)
         return extra - M
 
+
+_NO_VARS: frozenset = frozenset()
 
 #: Steps of the walk of `_broadcast_parts` (a bigger tree keeps the cumulative cost's answer).
 _PARTS_WALK = 64
