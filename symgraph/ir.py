@@ -599,21 +599,25 @@ def toposort(outputs: Iterable[Node]) -> list[Node]:
     """
     order: list[Node] = []
     seen: set[Node] = set()  # pushed on the stack at some point (on it now, or done)
+    add, emit = seen.add, order.append
     for out in outputs:
         if out in seen:
             continue
-        seen.add(out)
+        add(out)
         stack: list[tuple[Node, Iterator[Node]]] = [(out, iter(out.inputs))]
+        push = stack.append
         while stack:
             node, ins = stack[-1]
             for child in ins:  # resumes after the last input visited
                 if child not in seen:
-                    seen.add(child)
-                    stack.append((child, iter(child.inputs)))
-                    break
+                    add(child)
+                    if child.inputs:
+                        push((child, iter(child.inputs)))
+                        break
+                    emit(child)  # a leaf (input, constant) is done at once: what its push and pop would do
             else:
                 stack.pop()
-                order.append(node)
+                emit(node)
     return order
 
 
