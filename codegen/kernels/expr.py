@@ -155,9 +155,13 @@ def walk_exprs(roots: Iterable[Expr]) -> list[Expr]:
         if e in seen:
             continue
         add(e)
+        deps = e.deps
+        if not deps:  # a leaf (constant, loop variable, load at a fixed offset): finished at once
+            emit(e)
+            continue
         push(e)
         push(None)
-        for a in e.deps:
+        for a in deps:
             if a not in seen:
                 push(a)
     return out
