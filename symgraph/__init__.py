@@ -59,6 +59,7 @@ from .batching import vmap
 from .compile import CompiledFunction, compile  # noqa: A004  (sg.compile, per the API)
 from .custom import custom_jvp, custom_vjp
 from .control import cond, fori_loop, scan, switch, while_loop
+from . import loop_checkpoint as _loop_checkpoint  # noqa: F401  (installs Region.checkpointed_reverse)
 from .testing import check_grads, check_vjp_jvp
 from .eager import config
 from .state import StateError, load_state, save_state

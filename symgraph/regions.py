@@ -181,6 +181,10 @@ class Region:
         #: the loop this one extends with residual ys (`_backward`'s saver), else None: both compute the
         #: same carries and ys, so backends run one loop for the outputs of both (`root`)
         self.parent: Region | None = None
+        #: on a reverse loop built by `_backward`: (the primal loop, its saving loop), which
+        #: `checkpointed_reverse` (symgraph.loop_checkpoint) rebuilds under a checkpoint schedule
+        self.reversal: tuple | None = None
+        self.reversal_parts: dict | None = None
         self._derived: dict[Any, Any] = {}
         self._last = threading.local()
         self._lock = threading.Lock()
@@ -321,6 +325,8 @@ class Region:
             g = [L.zeros_like(w) if c is None else c for w, c in zip(wrt, g)]
             nf, ncf = len(fk), len(fc)
             outs = g[:nf] + [L.add(a, c) for a, c in zip(acc, g[nf:nf + ncf])] + g[nf + ncf:]
+            # the backward step with its forward values recomputed from the carry (checkpointed loops)
+            full = Graph(list(cst) + ct_c + acc + ct_y + list(cin) + list(xin), outs, name=f"vjp({b.name})")
             saved, outs = _residuals(b, outs, self.nc, self.nk)
             saver = Region(Graph(b.inputs, b.outputs + [r for r, _ in saved], name=b.name), self.nc, self.nk,
                            self.nx, self.length, self.reverse, name=self.name, simplify_body=False)
@@ -329,6 +335,8 @@ class Region:
                           name=f"vjp({b.name})")
             r = Region(graph, self.nc, nf + ncf, len(ct_y) + len(saved) + self.nx, self.length, not self.reverse,
                        name=f"vjp({self.name})")
+            r.reversal = (self, saver)
+            self.reversal_parts = {"fk": fk, "fc": fc, "fx": fx, "fy": fy, "full": full, "n_saved": len(saved)}
             return r, saver, len(saved), fk, fc, fx, fy
         return self._memo("bwd", build)
 

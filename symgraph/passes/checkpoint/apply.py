@@ -22,6 +22,7 @@ from ...ir import Graph
 from ..schedule import regions
 from .analysis import _Analysis, _analyze, _strip_markers
 from .budget import _budget
+from .loops import checkpoint_loops
 from .mincut import _plan_mincut
 from .plan import _KEPT, Plan, _plan_none, _plan_policy, _plan_segments
 from .remat import rematerialize
@@ -36,6 +37,8 @@ class _Info:
 
 
 _INFO: weakref.WeakKeyDictionary[Graph, _Info] = weakref.WeakKeyDictionary()  # result graph -> its plan (see report)
+#: result graph -> the schedules of its checkpointed loops (`loops.checkpoint_loops`; see report)
+LOOPS: weakref.WeakKeyDictionary[Graph, list] = weakref.WeakKeyDictionary()
 
 
 def apply_checkpoint(graph: Graph, strategy: Any = None) -> Graph:
@@ -59,6 +62,10 @@ def apply_checkpoint(graph: Graph, strategy: Any = None) -> Graph:
             predicate node -> bool (save exactly the values it accepts).
             "sqrt" and "revolve" need a chain (values where the forward
             narrows to one live value); on other graphs they fall back to "mincut".
+            Under "sqrt" and "revolve" the reverse sweep through a `scan` loop
+            (scan, fori_loop, a bounded while_loop) of T >= 2 steps stores
+            snapshots of the carry instead of every step's residuals
+            (`symgraph.passes.checkpoint.loops`; docs/checkpointing.md, "Loops").
 
     Returns:
         A graph computing the same outputs (bitwise, on the NumPy evaluator):
@@ -75,6 +82,14 @@ def apply_checkpoint(graph: Graph, strategy: Any = None) -> Graph:
     if not isinstance(graph, Graph):
         raise SymgraphError(f"apply_checkpoint: expected a Graph (from sg.trace), got {type(graph).__name__}")
     _check_strategy(strategy)
+    graph, loops = checkpoint_loops(graph, strategy)
+    out = _apply(graph, strategy)
+    if loops:
+        LOOPS[out] = loops
+    return out
+
+
+def _apply(graph: Graph, strategy: Any) -> Graph:
     if strategy is None or (isinstance(strategy, str) and strategy.lower() == "none"):
         kept = _keep_everything(graph, strategy)
         if kept is not None:

@@ -21,7 +21,7 @@ from ...tree import tree_flatten, tree_paths, tree_unflatten
 from ..cost import node_flops as flops
 from ..schedule import peak_bytes, regions, schedule
 from ..simplify import simplify
-from .apply import _INFO, apply_checkpoint
+from .apply import _INFO, LOOPS, apply_checkpoint
 
 
 def _residual_list(g: Graph) -> list[tuple[Node, str]]:
@@ -156,6 +156,9 @@ def checkpoint_stats(graph: Graph) -> dict:
         "recomputed_flops": sum(flops(n) for n in order if cls[n] == "R"),
         "forward_flops": sum(flops(n) for n in order if cls[n] == "F"),
     }
+    loops = LOOPS.get(graph)
+    if loops:
+        stats["checkpointed_loops"] = loops
     info = _INFO.get(graph)
     if info is not None:
         stats["checkpoint"] = info.plan.name
