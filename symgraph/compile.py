@@ -31,6 +31,7 @@ from .errors import SymgraphError
 from .guards import check_flags, hoist_guards
 from .ir import Graph, Node, tracing_active
 from .passes.checkpoint import apply_checkpoint, checkpoint_stats
+from .passes.checkpoint.apply import carry_checkpoint_info
 from .passes.schedule import schedule
 from .passes.simplify import simplify
 from .random import NumpyRandomWatch
@@ -382,8 +383,10 @@ class CompiledFunction:
         t_trace = time.perf_counter() - t0
         g, order = run_pipeline(g, self.checkpoint)
         # bounded loops' run-time checks become extra outputs, read after each call (symgraph.guards)
+        g0 = g
         g, guards = hoist_guards(g)
         if guards:
+            carry_checkpoint_info(g0, g)
             order = schedule(g)
         # Donated leaves (indices into the flat input list).
         donate: set[int] = set()

@@ -214,10 +214,11 @@ def checkpointed_reverse(self: Region, nodes: list[Node], sch: LoopSchedule) -> 
         s_out = [scan_node(s_ins, snap, i) for i in range(snap.num_outputs)]
     subst: dict[Node, Node] = {}
     ny = R.ny
-    for i in range(nk):
-        subst[scan_node(sins, saver, i)] = s_out[i]
-    for j in range(ny):
-        subst[scan_node(sins, saver, nk + j)] = s_out[2 * nk + j]
+    for loop in (R, saver):  # the loop's value, whichever node gives it
+        for i in range(nk):
+            subst[scan_node(sins, loop, i)] = s_out[i]
+        for j in range(ny):
+            subst[scan_node(sins, loop, nk + j)] = s_out[2 * nk + j]
     acts = sch.actions
     table = [L.constant(as_index_array(col)) for col in
              ([a[0] for a in acts], [xidx(a[1]) for a in acts], [a[2] for a in acts])]

@@ -474,6 +474,7 @@ class WhileRegion:
         from .branches import _plan
 
         self._cplan, self._bplan = _plan(self.cond), _plan(self.body)
+        self._last = threading.local()
         self._derived: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
@@ -501,12 +502,19 @@ class WhileRegion:
         return max(1, sum(node_flops(n) for n in self.body.toposort()))
 
     def run(self, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The final carries; the last run is kept (per thread) for the sibling outputs, as `Region.run`."""
         from .branches import _run_plan
 
+        last = getattr(self._last, "v", None)
+        if last is not None and len(last[0]) == len(xs) and all(
+                a is b or (np.shape(a) == np.shape(b) and np.array_equal(a, b, equal_nan=True))
+                for a, b in zip(last[0], xs)):
+            return last[1]
         carry = [np.asarray(x) for x in xs[:self.nk]]
         rest = [np.asarray(x) for x in xs[self.nk:]]
         while bool(_run_plan(self._cplan, carry + rest)[0]):
             carry = _run_plan(self._bplan, carry + rest)
+        self._last.v = (list(xs), carry)
         return carry
 
     def _memo(self, key: Any, build: Any) -> Any:

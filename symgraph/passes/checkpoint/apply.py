@@ -130,6 +130,14 @@ def _apply(graph: Graph, strategy: Any) -> Graph:
     return out
 
 
+def carry_checkpoint_info(old: Graph, new: Graph) -> None:
+    """Let `checkpoint_stats(new)` report the plan and checkpointed loops of `old` (a later rewrite of it)."""
+    if old in _INFO:
+        _INFO[new] = _INFO[old]
+    if old in LOOPS:
+        LOOPS[new] = LOOPS[old]
+
+
 def _rewritten_by_none(op) -> bool:
     """Whether `apply_checkpoint(graph, None)` may rewrite nodes of `op`: markers are stripped, random
     bits regenerated, copy / stop_gradient looked through by the backward readers."""
