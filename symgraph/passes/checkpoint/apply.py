@@ -65,7 +65,7 @@ def apply_checkpoint(graph: Graph, strategy: Any = None) -> Graph:
             Under "sqrt" and "revolve" the reverse sweep through a `scan` loop
             (scan, fori_loop, a bounded while_loop) of T >= 2 steps stores
             snapshots of the carry instead of every step's residuals
-            (`symgraph.passes.checkpoint.loops`; docs/checkpointing.md, "Loops").
+            (`symgraph.passes.checkpoint.loops`; docs/checkpointing.md, "Loops: checkpointed scans").
 
     Returns:
         A graph computing the same outputs (bitwise, on the NumPy evaluator):
