@@ -89,7 +89,7 @@ class Row:
         module: the module of `symgraph.numpy` implementing it ("elementary", "layout", ...).
         differentiable: "yes" (VJP and JVP build), "zero" (piecewise constant: the derivative is 0),
             "constant" (the result depends on shapes only: zeros_like, np.shape), "no (integer/bool)"
-            (the result is not float), "no" (a rule is missing), "?" (no probe traced).
+            (the result is neither float nor complex), "no" (a rule is missing), "?" (no probe traced).
         native: "yes" when the LLVM backend compiles the probe natively, "no" otherwise, "?" with no probe.
     """
 
@@ -201,7 +201,7 @@ def probe(fn: Callable, template: tuple) -> tuple[Probe, dict] | None:
             raise SymgraphError("probe: no result")
         facts["constant"] = not any(isinstance(o, Node) for o in outs)
         outs = [o for o in outs if isinstance(o, Node)]
-        floats = [o for o in outs if o.dtype.kind == "f"]
+        floats = [o for o in outs if o.dtype.kind in "fc"]  # complex results (np.fft.fft) differentiate too
         facts["float"] = bool(floats)
         wrt = [x for x in leaves if x.dtype.kind == "f"]
         try:
