@@ -39,6 +39,7 @@ GUIDE = [
     ("docs/scipy.md", None),
     ("docs/linalg.md", None),
     ("docs/complex.md", None),
+    ("docs/fft.md", None),
     ("docs/visualization.md", None),
     ("docs/debugging.md", None),
     ("docs/distributed.md", None),
