@@ -76,8 +76,11 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
             (then `length` gives T and `f` gets x = None).
         length: the trip count T (needed when xs is None; checked otherwise).
         reverse: run from the last x to the first.
-        unroll: accepted for JAX compatibility (an int >= 1 or a bool); the
-            values do not depend on it.
+        unroll: steps per loop iteration (JAX's meaning): an int k >= 1 makes
+            the loop body k copies of f, run T // k times, and the T % k steps
+            left over one more loop; True unrolls fully (k = T), False is 1.
+            The values are the same bits (the same ops on the same operands);
+            only the graph's and the native loop's shape change.
 
     Returns:
         (final carry, stacked ys): ys leaves have shape (T, *y.shape).
@@ -97,16 +100,16 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     """
     if not callable(f):
         raise SymgraphError(f"scan: f must be callable, got {type(f).__name__}")
-    if isinstance(unroll, bool):
-        unroll = 1
-    if not isinstance(unroll, (int, np.integer)) or unroll < 1:
+    if isinstance(unroll, (bool, np.bool_)):
+        unroll = 0 if unroll else 1  # True: unroll fully (0 stands for the trip count)
+    elif not isinstance(unroll, (int, np.integer)) or unroll < 1:
         raise SymgraphError(f"scan: unroll must be an int >= 1 or a bool, got {unroll!r}")
     if tracing_active() or _has_nodes((init, xs)):
-        return _scan(f, init, xs, length, reverse)
-    return run(lambda c, x: _scan(f, c, x, length, reverse), (init, xs), f"scan({_fname(f)})")
+        return _scan(f, init, xs, length, reverse, int(unroll))
+    return run(lambda c, x: _scan(f, c, x, length, reverse, int(unroll)), (init, xs), f"scan({_fname(f)})")
 
 
-def _scan(f: Callable, init: Any, xs: Any, length: int | None, reverse: bool) -> tuple[Any, Any]:
+def _scan(f: Callable, init: Any, xs: Any, length: int | None, reverse: bool, unroll: int = 1) -> tuple[Any, Any]:
     name = f"scan({_fname(f)})"
     c_leaves, c_tree = tree_flatten(init)
     c_paths = tree_paths(c_tree)
@@ -164,9 +167,61 @@ def _scan(f: Callable, init: Any, xs: Any, length: int | None, reverse: bool) ->
     region = Region(body, len(cap_ph), len(cph), len(xph), T, reverse, name=name)
     ins = captured + init_nodes + x_nodes
     nk = len(cph)
-    carry = [scan_node(ins, region, j) for j in range(nk)]
-    ys = [scan_node(ins, region, nk + j) for j in range(len(y_outs))]
+    k = T if unroll == 0 else min(unroll, T)
+    if k > 1:
+        carry, ys = _unrolled(region, captured, init_nodes, x_nodes, k)
+    else:
+        carry = [scan_node(ins, region, j) for j in range(nk)]
+        ys = [scan_node(ins, region, nk + j) for j in range(len(y_outs))]
     return tree_unflatten(c_tree, carry), tree_unflatten(y_tree, ys)
+
+
+def _rows(x: Node, a: int, b: int) -> Node:
+    """x[a:b] along axis 0."""
+    return L.bind("slice", x, starts=(a,) + (0,) * (x.ndim - 1), stops=(b,) + tuple(x.shape[1:]),
+                  steps=(1,) * x.ndim)
+
+
+def _unrolled(region: Region, consts: list, init: list, xs: list, k: int) -> tuple[list, list]:
+    """The loop `region` with its body repeated k times per iteration (scan's `unroll=k`).
+
+    T // k iterations of a body that runs the step k times (on the k rows of its x block, in
+    execution order), then the T % k steps left over as a loop of the one-step body. Executed
+    first are xs[:T // k * k] (reverse: xs[T % k:], from the end).
+    """
+    from .ir import Graph
+    from .loop_checkpoint import inline
+
+    b, nc, nk, ny, T, rev = region.body, region.nc, region.nk, region.ny, region.length, region.reverse
+    n, r = T // k, T % k
+    cst, cin, xin = b.inputs[:nc], b.inputs[nc:nc + nk], b.inputs[nc + nk:]
+    xblk = [placeholder((k,) + x.shape, x.dtype, "x_block") for x in xin]
+    c = list(cin)
+    ys: list[list[Node]] = [[None] * k for _ in range(ny)]
+    for j in (range(k - 1, -1, -1) if rev else range(k)):
+        xj = [L.reshape(_rows(x, j, j + 1), x.shape[1:]) for x in xblk]
+        out = inline(b, list(cst) + c + xj)
+        c = out[:nk]
+        for i in range(ny):
+            ys[i][j] = out[nk + i]
+    yk = [L.bind("concatenate", *[L.reshape(y, (1,) + y.shape) for y in row], axis=0) for row in ys]
+    body = Graph(list(cst) + list(cin) + xblk, c + yk, name=b.name)
+    big = Region(body, nc, nk, len(xin), n, rev, name=f"{region.name}, unroll={k}")
+    main, rest = (0, n * k) if not rev else (r, T)
+    blocks = [L.reshape(_rows(x, main, rest), (n, k) + x.shape[1:]) for x in xs]
+    ins = consts + init + blocks
+    carry = [scan_node(ins, big, j) for j in range(nk)]
+    ys_main = [L.reshape(scan_node(ins, big, nk + i), (n * k,) + scan_node(ins, big, nk + i).shape[2:])
+               for i in range(ny)]
+    if r == 0:
+        return carry, ys_main
+    tail = Region(b, nc, nk, len(xin), r, rev, name=region.name, simplify_body=False)
+    t_xs = [_rows(x, n * k, T) if not rev else _rows(x, 0, r) for x in xs]
+    t_ins = consts + carry + t_xs
+    carry = [scan_node(t_ins, tail, j) for j in range(nk)]
+    ys_tail = [scan_node(t_ins, tail, nk + i) for i in range(ny)]
+    ys = [L.bind("concatenate", *((m, t) if not rev else (t, m)), axis=0) for m, t in zip(ys_main, ys_tail)]
+    return carry, ys
 
 
 def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any) -> Any:

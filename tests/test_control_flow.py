@@ -389,3 +389,32 @@ def test_llvm_cond_switch_while():
         return sg.while_loop(lambda c: np.abs(c * c - a) > 1e-12, lambda c: 0.5 * (c + a / c), a, max_steps=50)
     v, d = sg.compile(sg.value_and_grad(nb))(2.0)
     assert v == pytest.approx(np.sqrt(2.0), rel=1e-15) and d == pytest.approx(0.5 / np.sqrt(2.0), rel=1e-12)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan_unroll_repeats_the_body_with_the_same_values(reverse):
+    rng = np.random.default_rng(0)
+    W, xs = 0.5 * rng.normal(size=(4, 4)), rng.normal(size=(11, 4))
+
+    def make(unroll):
+        def f(W, xs):
+            def cell(c, x):
+                h, n = c
+                h = np.tanh(h @ W + x)
+                return (h, n + 1), (np.sum(h), h * 2)
+            (h, n), (ys, zs) = sg.scan(cell, (np.ones(4), 0), xs, unroll=unroll, reverse=reverse)
+            return np.sum(h ** 2) + np.sum(ys * np.arange(xs.shape[0])) + np.sum(zs ** 3) + n
+        return f
+
+    ref, gref = make(1)(W, xs), sg.grad(make(1))(W, xs)
+    cref = sg.compile(make(1))(W, xs)
+    for u in (2, 4, 11, 20, True):
+        f = make(u)
+        assert f(W, xs) == ref                    # the same ops on the same operands: the same bits
+        np.testing.assert_allclose(sg.grad(f)(W, xs), gref, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(sg.compile(f)(W, xs), cref, rtol=1e-14)
+    g = sg.trace(make(4), W, xs)
+    lengths = sorted({n.attr("region").length for n in g.toposort() if n.op.name == "scan"})
+    assert lengths == [2, 3]                      # 11 = 2 iterations of 4 steps + a loop of 3
+    with pytest.raises(sg.SymgraphError, match="unroll"):
+        sg.scan(lambda c, x: (c, x), 0.0, xs, unroll=0)
