@@ -18,6 +18,7 @@ WORKLOADS = {
     "W8": "bench.w8_gmm",
     "W9": "bench.w9_ba",
     "W10": "bench.w10_lstm",
+    "W11": "bench.w11_ht",
     "W12": "bench.w12_small",
     "W13": "bench.w13_gp",
 }

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W12", "W13"]
+ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13"]
 LONG = bool(os.environ.get("SYMGRAPH_LONG_TESTS"))
 WORKLOADS = ALL_WORKLOADS if LONG else [w for w in ALL_WORKLOADS if w not in ("W4", "W6")]
 # peers that the workloads list; each must appear in at least one table of the run

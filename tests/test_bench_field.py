@@ -299,3 +299,39 @@ def test_det_eval_hand_gradient_and_symgraph():
                  [symgraph_system(lambda sg: sg.value_and_grad(det), name="symgraph"),
                   *_vg_systems(det, 1, det_numpy, _det_torch)[1:2]], check=rho_compare)
     _rows_ok(t)
+
+
+# --------------------------------------------------------------------------- W11 hand tracking
+
+def test_ht_synthetic_model_structure_and_rest_pose():
+    from bench.w11_ht import N_BONES, N_THETA, _angle_axis, make_model, pose_index, skinned_vertices
+    model = make_model()
+    parents = model["parents"]
+    assert len(parents) == N_BONES == 22 and parents[0] == -1
+    assert all(0 <= p < b for b, p in enumerate(parents) if b > 0)           # parents come first
+    np.testing.assert_allclose(model["weights"].sum(axis=1), 1.0, rtol=1e-14)
+    assert model["triangles"].max() < len(model["base_positions"])
+    idx = pose_index()
+    assert sorted(idx[idx < N_THETA].tolist()) == list(range(N_THETA))       # every parameter used once
+    # at theta = 0 every bone sits at its base pose: the skinned mesh is the base mesh
+    np.testing.assert_allclose(skinned_vertices(np.zeros(N_THETA), model), model["base_positions"][:, :3],
+                               atol=1e-12)
+    np.testing.assert_allclose(_angle_axis(np.array([0.0, 0.0, np.pi / 2]), np) @ [1.0, 2.0, 3.0],
+                               [-2.0, 1.0, 3.0], atol=1e-15)
+    np.testing.assert_array_equal(_angle_axis(np.full(3, 1e-6), np), np.eye(3))   # the spec's small-angle branch
+
+
+@pytest.mark.parametrize("complicated", [False, True])
+def test_ht_symgraph_jacobian_against_finite_differences(complicated):
+    from bench.w11_ht import corners, fd_complicated, fd_simple, make_input, make_model, systems
+    model = make_model()
+    theta, us, corr, pts = make_input(10, complicated, model)
+    inputs = (theta, us, corners(model, corr), pts) if complicated else (theta, corr, pts)
+    ref = (fd_complicated if complicated else fd_simple)(model)
+    err, J = ref(*inputs)
+    assert J.shape == (30, 28 if complicated else 26)
+    # a residual depends on its own u only: moving u[0] moves rows 0..2 only
+    if complicated:
+        bumped = ref(theta, us + np.eye(10)[:, :1] * np.array([1e-3, 0.0]), *inputs[2:])[0]
+        assert np.all(bumped[3:] == err[3:]) and np.any(bumped[:3] != err[:3])
+    _rows_ok(run_case(_settings(), "ht", inputs, (err, J), systems(model, complicated), check=rho_compare))
