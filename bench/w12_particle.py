@@ -1,4 +1,4 @@
-"""W12 (continued) — GradBench's particle eval: a gradient of a function that takes a gradient (nested AD).
+"""W12 (continued) — GradBench's particle and saddle evals: gradients of functions that take gradients (nested AD).
 
 A charged particle starts at x(0) = (0, 8) with velocity (0.75, 0) in the
 potential p(x; w) = 1/‖x − (10, 10 − w)‖ + 1/‖x − (10, 0)‖ and is moved by
@@ -232,5 +232,239 @@ def tables(settings):
                      (np.asarray(0.0),), ref, [s for s in sys_ if s.name in ("symgraph", "numpy", "jax")],
                      check=rho_compare, notes=notes)
     slow = run_case(few, "particle, first call only (checked, not timed)", (np.asarray(0.0),), ref,
+                    [s for s in sys_ if s.name in ("autograd", "torch")], check=rho_compare, timed=False)
+    return [timed, slow]
+
+
+# =========================================================================== saddle
+# GradBench's saddle eval (Pearlmutter & Siskind 2008): min over x of max over y of
+# f(x, y) = (x₀² + x₁²) − (y₀² + y₁²), both by GradBench's gradient descent
+# (solver.fut's multivariate_argmin, on vectors), from the same start s = (1, 1).
+# The outer objective r(x) = f(x, argmax_y f(x, y)) runs the inner optimizer, so
+# the outer gradient differentiates through a loop whose body takes a gradient.
+# The four variants pick the mode of each derivative: ff, fr, rf, rr (outer, inner).
+# GradBench's expected output: all four coordinates 8.246324826140356e-06.
+
+SADDLE_START = (1.0, 1.0)
+SADDLE_EXPECTED = 8.246324826140356e-06
+#: bound of the inner optimizer's steps where a reverse-mode pass needs one (it takes 170 from s)
+SADDLE_MAX_INNER = 200
+
+
+def saddle_f(p1, p2):
+    """(p1₀² + p1₁²) − (p2₀² + p2₁²)."""
+    return (p1[0] ** 2 + p1[1] ** 2) - (p2[0] ** 2 + p2[1] ** 2)
+
+
+def argmin_eager(f, g, x0, concrete=float):
+    """solver.fut's multivariate_argmin with Python branches (for NumPy, autograd and torch values).
+
+    `concrete(v)` gives the float inside a (possibly boxed) scalar, for the tests.
+    """
+    x, eta, i = x0, 1e-5, 0
+    fx, gx = f(x), g(x)
+    while True:
+        if concrete((gx * gx).sum() ** 0.5) <= 1e-5:
+            return x
+        if i == 10:
+            eta, i = 2 * eta, 0
+            continue
+        xp = x - eta * gx
+        if concrete(((x - xp) ** 2).sum() ** 0.5) <= 1e-5:
+            return x
+        fxp = f(xp)
+        if concrete(fxp) < concrete(fx):
+            x, fx, gx, i = xp, fxp, g(xp), i + 1
+        else:
+            eta, i = eta / 2, 0
+
+
+def saddle_numpy(start):
+    """The eval with hand-derived gradients: ∇_y(−f) = 2y, and ∇r(x) = 2x (the inner
+    optimizer's path does not depend on x). Returns (x, y) concatenated, (4,)."""
+    s = np.asarray(start, np.float64)
+
+    def r(x):
+        return saddle_f(x, argmin_eager(lambda y: -saddle_f(x, y), lambda y: 2 * y, s))
+    x = argmin_eager(r, lambda x: 2 * x, s)
+    y = argmin_eager(lambda y: -saddle_f(x, y), lambda y: 2 * y, s)
+    return np.concatenate([x, y])
+
+
+def _solver_step(F, G, xp):
+    """One step of solver.fut's iterate_while as array code (branches as `where`); state
+    (x, fx, gx, eta, i, go) with floats for i and go."""
+    def step(state):
+        x, fx, gx, eta, i, go = state
+        done = xp.sqrt(xp.sum(gx * gx)) <= 1e-5
+        dbl = (i == 10.0) & ~done
+        xn = x - eta * gx
+        near = xp.sqrt(xp.sum((x - xn) ** 2)) <= 1e-5
+        fxn, gxn = F(xn), G(xn)
+        rest = ~done & ~dbl & ~near
+        move = rest & (fxn < fx)
+        shrink = rest & ~(fxn < fx)
+        return (xp.where(move, xn, x), xp.where(move, fxn, fx), xp.where(move, gxn, gx),
+                xp.where(dbl, 2 * eta, xp.where(shrink, eta / 2, eta)),
+                xp.where(dbl | shrink, 0.0 * i, xp.where(move, i + 1, i)),
+                xp.where(done | (~dbl & near), 0.0 * go, go))
+    return step
+
+
+def _inner_argmax(x, start, grad, xp, loop):
+    """argmax_y f(x, y) from `start` with the system's `grad` and `loop(cond, body, init)`."""
+    F = lambda y: -saddle_f(x, y)  # noqa: E731
+    G = grad(F)
+    y0 = xp.stack([start[0] + 0.0 * x[0], start[1] + 0.0 * x[0]])
+    f0 = F(y0)
+    init = (y0, f0, G(y0), 0.0 * f0 + 1e-5, 0.0 * f0, 0.0 * f0 + 1.0)
+    return loop(lambda s: s[5] > 0, _solver_step(F, G, xp), init)[0]
+
+
+def _fwd_grad(jvp, xp):
+    """grad_f: the gradient of a function of a 2-vector by two forward-mode JVPs (solver.fut's grad_f)."""
+    def grad(F):
+        return lambda x: xp.stack([jvp(F, (x,), (xp.stack([1.0 + 0.0 * x[0], 0.0 * x[0]]),))[1],
+                                   jvp(F, (x,), (xp.stack([0.0 * x[0], 1.0 + 0.0 * x[0]]),))[1]])
+    return grad
+
+
+def _saddle_driver(r, gr, F2, G2, start):
+    """The two optimizations with compiled pieces: r, gr (outer cost and gradient), F2, G2 (step 2)."""
+    s = np.asarray(start, np.float64)
+    x = argmin_eager(lambda v: np.asarray(r(v)), lambda v: np.asarray(gr(v)), s)
+    y = argmin_eager(lambda v: np.asarray(F2(v, x)), lambda v: np.asarray(G2(v, x)), s)
+    return np.concatenate([x, y])
+
+
+def _saddle_sg(variant):
+    def prep(start):
+        import symgraph as sg
+        fwd = _fwd_grad(sg.jvp, np)
+        g_out, g_in = (fwd if variant[0] == "f" else sg.grad), (fwd if variant[1] == "f" else sg.grad)
+        bound = SADDLE_MAX_INNER if variant[0] == "r" else None        # reverse over the loop needs a bound
+        loop = lambda c, b, v: sg.while_loop(c, b, v, max_steps=bound)  # noqa: E731
+        st = tuple(float(v) for v in start)
+
+        def build():
+            r = lambda x: saddle_f(x, _inner_argmax(x, st, g_in, np, loop))  # noqa: E731
+            F2 = lambda y, x: -saddle_f(x, y)  # noqa: E731
+            parts = (sg.compile(r), sg.compile(g_out(r)), sg.compile(F2),
+                     sg.compile(lambda y, x: g_out(lambda v: F2(v, x))(y)))
+            return lambda: _saddle_driver(*parts, start)
+        return build
+    return prep
+
+
+def _saddle_jax(variant):
+    def prep(start):
+        from .common import import_jax
+        jax, jnp = import_jax()
+        fwd = _fwd_grad(jax.jvp, jnp)
+        g_out, g_in = (fwd if variant[0] == "f" else jax.grad), (fwd if variant[1] == "f" else jax.grad)
+
+        def masked(c, b, v):           # jax.grad does not go through lax.while_loop: a bounded masked loop
+            def body(_, s):
+                n = b(s)
+                return jax.tree_util.tree_map(lambda a, o: jnp.where(c(s), a, o), n, s)
+            return jax.lax.fori_loop(0, SADDLE_MAX_INNER, body, v)
+        loop = masked if variant[0] == "r" else jax.lax.while_loop
+        st = tuple(float(v) for v in start)
+
+        def build():
+            r = lambda x: saddle_f(x, _inner_argmax(x, st, g_in, jnp, loop))  # noqa: E731
+            F2 = lambda y, x: -saddle_f(x, y)  # noqa: E731
+            jits = [jax.jit(f) for f in (r, g_out(r), F2, lambda y, x: g_out(lambda v: F2(v, x))(y))]
+            parts = [lambda *a, f=f: jax.block_until_ready(f(*a)) for f in jits]
+            return lambda: _saddle_driver(*parts, start)
+        return build
+    return prep
+
+
+def _saddle_autograd(start):
+    import autograd
+    import autograd.numpy as anp
+
+    def build():
+        s = np.asarray(start, np.float64)
+
+        def r(x):
+            return saddle_f(x, argmin_eager(lambda y: -saddle_f(x, y), autograd.grad(lambda y: -saddle_f(x, y)),
+                                            s, _concrete))
+        gr = autograd.grad(r)
+        G2 = lambda x: autograd.grad(lambda y: -saddle_f(x, y))  # noqa: E731
+
+        def run():
+            x = argmin_eager(r, gr, s)
+            y = argmin_eager(lambda y: -saddle_f(x, y), G2(x), s)
+            return anp.concatenate([x, y])
+        return run
+    return build
+
+
+def _saddle_torch(start):
+    from .common import import_torch
+    torch = import_torch()
+
+    def tgrad(F):
+        def g(v):
+            v = v if v.requires_grad else v.detach().requires_grad_(True)
+            (gv,) = torch.autograd.grad(F(v), [v], create_graph=True)
+            return gv
+        return g
+
+    def build():
+        s = torch.tensor(np.asarray(start, np.float64))
+
+        def r(x):
+            F = lambda y: -saddle_f(x, y)  # noqa: E731
+            return saddle_f(x, argmin_eager(F, tgrad(F), s, _concrete))
+
+        def run():
+            x = argmin_eager(r, lambda v: tgrad(r)(v).detach(), s, _concrete).detach()
+            F2 = lambda y: -saddle_f(x, y)  # noqa: E731
+            y = argmin_eager(F2, lambda v: tgrad(F2)(v).detach(), s, _concrete).detach()
+            return torch.cat([x, y])
+        return run
+    return build
+
+
+def saddle_systems():
+    """saddle's systems: symgraph in the four variants, the hand-derived NumPy, JAX rr and ff, autograd, torch."""
+    from .harness import System
+    sys_ = [System("symgraph" if v == "rr" else f"symgraph-{v}", _saddle_sg(v), peer=False)
+            for v in ("rr", "ff", "fr", "rf")]
+    for s, v in zip(sys_, ("rr", "ff", "fr", "rf")):
+        s.note = (f"{v}: outer {'forward (two sg.jvp)' if v[0] == 'f' else 'reverse (sg.grad)'}, inner "
+                  f"{'forward' if v[1] == 'f' else 'reverse'}; the inner optimizer is an sg.while_loop"
+                  + (f" (max_steps={SADDLE_MAX_INNER}, as reverse mode needs)" if v[0] == "r" else ""))
+    return sys_ + [
+        System("numpy", lambda start: (lambda: (lambda: saddle_numpy(start))),
+               note="hand-derived gradients (2y inside, 2x outside), Python loops"),
+        System("jax-rr", _saddle_jax("rr"), note=f"jax.grad over jax.grad; lax.fori_loop of {SADDLE_MAX_INNER} "
+                                                 "masked steps (jax.grad refuses lax.while_loop); block_until_ready"),
+        System("jax-ff", _saddle_jax("ff"), note="two jax.jvp outside and inside, lax.while_loop; block_until_ready"),
+        System("autograd", _saddle_autograd, note="rr: nested autograd.grad, Python loops"),
+        System("torch", _saddle_torch, note="rr: eager, torch.autograd.grad(create_graph=True), Python loops"),
+    ]
+
+
+def saddle_tables(settings):
+    """saddle: one whole evaluation (both optimizations) per call, from s = (1, 1); rho < 1e-8 against
+    the hand-derived run, which matches GradBench's expected output. Two tables, as particle's: timed,
+    and first call only for autograd and torch (about 22 s per evaluation here in their Python loops)."""
+    import dataclasses
+
+    from .field import rho_compare
+    from .harness import run_case
+    start = np.array(SADDLE_START)
+    ref = saddle_numpy(start)
+    few = dataclasses.replace(settings, min_reps=3, max_reps=max(3, min(settings.max_reps, 20)))
+    sys_ = saddle_systems()
+    notes = [f"GradBench's expected output: 4 x {SADDLE_EXPECTED}; the reference gives {ref.tolist()!r}"]
+    timed = run_case(few, "saddle: (argmin_x max_y f, argmax_y f(x*, y)) from s = (1, 1), one evaluation per call",
+                     (start,), ref, [s for s in sys_ if s.name not in ("autograd", "torch")], check=rho_compare,
+                     notes=notes)
+    slow = run_case(few, "saddle, first call only (checked, not timed)", (start,), ref,
                     [s for s in sys_ if s.name in ("autograd", "torch")], check=rho_compare, timed=False)
     return [timed, slow]

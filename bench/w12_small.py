@@ -1,4 +1,4 @@
-"""W12 — GradBench's small evals: lse, llsq, ode, kmeans (Newton direction), det, particle (nested gradients).
+"""W12 — GradBench's small evals: lse, llsq, ode, kmeans (Newton direction), det, particle, saddle.
 
 Each eval is a plain NumPy function written from GradBench's specification
 (evals/<name>/README.md and the eval's Python module), with inputs from the
@@ -22,7 +22,7 @@ tests/test_bench_field.py) and the check is ρ < 1e-8 (`bench.field`).
   seed is 31337 and the centroids are the last k points, as in the eval.
 ``BENCH_W12_EVALS=det,particle`` runs only those evals.
 
-- **particle** (full runs only): `bench.w12_particle`, nested derivatives.
+- **particle** and **saddle** (full runs only): `bench.w12_particle`, nested derivatives.
 
 - **det**: ``np.linalg.det(A)`` and its gradient ``det(A) A⁻ᵀ`` for
   ℓ × ℓ matrices, ℓ = 5 … 11 (GradBench's det eval; its tools expand by
@@ -40,7 +40,7 @@ import numpy as np
 from .field import autograd_system, jax_system, numpy_system, rho_compare, symgraph_system, torch_system
 from .harness import Settings, System, WorkloadResult, merge_tables, run_case
 
-TITLE = "GradBench small evals: lse, llsq, ode, kmeans Newton direction, det, particle (float64)"
+TITLE = "GradBench small evals: lse, llsq, ode, kmeans Newton direction, det, particle, saddle (float64)"
 
 SEED = 31337
 
@@ -400,7 +400,7 @@ def run(settings: Settings) -> WorkloadResult:
     """Run lse, llsq, ode and kmeans at the sizes of the run (quick: the smallest)."""
     q = settings.quick
     tables = []
-    evals = set(os.environ.get("BENCH_W12_EVALS", "lse,llsq,ode,kmeans,det,particle").split(","))
+    evals = set(os.environ.get("BENCH_W12_EVALS", "lse,llsq,ode,kmeans,det,particle,saddle").split(","))
 
     parts = []
     for n, x in {} if "lse" not in evals else lse_inputs((2500, 40000) if q else (2500, 20000, 160000, 1280000)).items():
@@ -454,4 +454,7 @@ def run(settings: Settings) -> WorkloadResult:
     if not q and "particle" in evals:           # whole optimizations: seconds per call (quick: skipped)
         from .w12_particle import tables as particle_tables
         tables.extend(particle_tables(settings))
+    if not q and "saddle" in evals:             # nested optimizations (quick: skipped; tests/test_bench_field.py)
+        from .w12_particle import saddle_tables
+        tables.extend(saddle_tables(settings))
     return WorkloadResult("W12", TITLE, [t for t in tables if t is not None])

@@ -288,6 +288,19 @@ def test_particle_argmin_reaches_gradbench_answer():
     assert W_EXPECTED == 0.2071918746486116
 
 
+def test_saddle_nested_optimizations_match_gradbench():
+    from bench.w12_particle import SADDLE_EXPECTED, saddle_numpy, saddle_systems
+    ref = saddle_numpy([1.0, 1.0])
+    np.testing.assert_allclose(ref, np.full(4, SADDLE_EXPECTED), rtol=1e-12)   # GradBench's expected output
+    # symgraph reverse over reverse (through a bounded sg.while_loop) and forward over forward
+    chosen = [s for s in saddle_systems() if s.name in ("symgraph", "symgraph-ff", "numpy")]
+    settings = _settings()
+    settings.systems = {"symgraph", "symgraph-ff", "numpy"}
+    rows = _rows_ok(run_case(settings, "saddle", (np.array([1.0, 1.0]),), ref, chosen, check=rho_compare,
+                             timed=False), names=("symgraph", "symgraph-ff", "numpy"))
+    assert rows["symgraph"].max_abs_err < 1e-15
+
+
 def test_det_eval_hand_gradient_and_symgraph():
     from bench.w12_small import _det_torch, _vg_systems, det, det_inputs, det_numpy
     from bench.field import symgraph_system
