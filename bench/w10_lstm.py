@@ -281,6 +281,33 @@ def _torch_vg(torch):
     return vg
 
 
+def _torch_compile_vg(torch):
+    """torch.compile of one character's step (every layer and the step's loss), the Python loop around it,
+    torch.autograd.grad through the compiled steps (AOTAutograd compiles each step's backward too).
+
+    The whole objective is not compiled: Dynamo would unroll the loop of c − 1 characters into one graph
+    (as XLA does for ``jax.jit`` of the plain loop, which took 41 s at c = 16)."""
+    ns = _TorchNS(torch)
+
+    def step(m, e, hidden, cell, x, ygold):
+        ypred, hidden, cell = lstm_predict(m, e, hidden, cell, x, ns)
+        return _step_loss(ypred, ygold, ns), hidden, cell
+    cstep = torch.compile(step)
+
+    def vg(m, e, s, q):
+        ps = [t.detach().requires_grad_(True) for t in (m, e)]
+        l = ps[0].shape[0] // 2
+        c, b = q.shape
+        hidden, cell = [s[2 * i] for i in range(l)], [s[2 * i + 1] for i in range(l)]
+        total = 0.0
+        for t in range(c - 1):
+            loss, hidden, cell = cstep(ps[0], ps[1], hidden, cell, q[t], q[t + 1])
+            total = total + loss
+        f = -total / ((c - 1) * b)
+        return f.detach(), tuple(torch.autograd.grad(f, ps))
+    return vg
+
+
 class _TorchNS:
     """The four functions `lstm_objective` takes from its namespace, in torch."""
 
@@ -288,8 +315,8 @@ class _TorchNS:
         self.exp, self.log, self.tanh, self.sum = torch.exp, torch.log, torch.tanh, torch.sum
 
 
-def systems() -> list:
-    """W10's systems in table order.
+def systems(quick: bool = False) -> list:
+    """W10's systems in table order (quick: without torch.compile, whose first call takes tens of seconds).
 
     ``BENCH_W10_JAX_LOOP=1`` adds ``jax.jit`` of the plain Python loop: XLA
     compiles the unrolled loop very slowly (41 s at c = 16 here), so it is
@@ -309,8 +336,11 @@ def systems() -> list:
     out += [
         autograd_system(_autograd_vg, note="autograd.value_and_grad of the plain Python loop"),
         torch_system(_torch_vg, note="eager, the plain Python loop, torch.autograd.grad"),
+        torch_system(_torch_compile_vg, name="torch.compile",
+                     note="torch.compile of one character's step, the Python loop around it, "
+                          "torch.autograd.grad; first call (Dynamo + Inductor) timed apart"),
     ]
-    return out
+    return out[:-1] if quick else out
 
 
 def cases(quick: bool) -> list[tuple[int, int]]:
@@ -329,7 +359,7 @@ def run(settings: Settings) -> WorkloadResult:
     for l, c in cases(settings.quick):
         inputs = make_input(l, c)
         tables.append(run_case(settings, f"l={l} c={c} b={B}", inputs, lambda inputs=inputs: lstm_numpy(*inputs),
-                               systems(), check=rho_compare,
+                               systems(settings.quick), check=rho_compare,
                                extra=lambda row, step, l=l, c=c: {"l": l, "c": c}))
     t = merge_tables("objective + gradient w.r.t. (main_params, extra_params)", tables, key="l",
                      notes=["check: rho < 1e-8 against the hand-written gradient",
