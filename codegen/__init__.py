@@ -138,6 +138,8 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         del mod  # free the llvmlite objects before LLVM parses the text
         release_session()  # the loop-body IR is not needed any more
     light = all(k.size <= LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind is KernelKind.LOOP)
+    if lapack is not None and any(c.routine == "fft" for c in lapack.order):
+        light = False  # the native FFT's loops are to be vectorized (codegen.llvm.fft)
     if light:
         text = jit.LIGHT_PIPELINE_MARK + text
     t_ir = time.perf_counter() - t0 - t_fuse

@@ -16,6 +16,7 @@ LAPACK calls, matrix after matrix. The routines are the ILP64 Fortran symbols of
 | triangular_solve | ?trsm (side 'R' on the row-major right-hand side) | the input's (as scipy's ?trtrs) | in place, no transpose |
 | lu | ?getrf | the input's (as scipy's lu_factor) | column-major copy |
 | pivots_to_permutation | (native swaps, no LAPACK) | integers | - |
+| fft_parts (the FFT primitives on split parts) | "fft": the native FFT of codegen/llvm/fft.py, no LAPACK | the input's | rows, contiguous |
 
 A row-major matrix is the column-major matrix of its transpose, so a Cholesky factor and a
 triangular solve need no transposed copy: the lower factor L of a row-major a is the upper
@@ -121,7 +122,8 @@ class LapackCall:
         node: the eigh / eigvalsh / svd / svdvals / qr / cholesky / triangular_solve / lu /
             pivots_to_permutation node.
         op: its op name; routine: "syevd", "gesdd", "geqrf" (+ "orgqr"), "potrf", "trsm", "getrf",
-            "chol_rev" (cholesky_vjp: BLAS calls), or "perm" (pivots_to_permutation: native swaps, no LAPACK).
+            "chol_rev" (cholesky_vjp: BLAS calls), "perm" (pivots_to_permutation: native swaps, no LAPACK) or
+            "fft" (fft_parts: the native FFT, no LAPACK; uplo holds its kind, trans its inverse flag).
         dtype: the routine's working precision ("<f8" or "<f4"; for "perm" the integers').
         batch, m, n: matrices and their shape; jobz, uplo: LAPACK's job letters.
         batch_shape: the leading (batch) dimensions, to name a failing matrix.
@@ -176,6 +178,14 @@ def plan_call(node: Any) -> LapackCall:
                           batch_shape=tuple(x.shape[:-1]))
     if op in _FACTOR:
         return _plan_factor(node, op, x)
+    if op == "fft_parts":  # the native FFT (codegen/llvm/fft.py): no LAPACK, a workspace of one row's transform
+        from .fft import node_work_floats
+
+        kind, n = node.attr("kind"), node.attr("n")
+        c = LapackCall(node, op, "fft", _batch(x.shape[:-1]), 1, n, dtype=x.dtype.str, uplo=kind,
+                       trans=bool(node.attr("inverse")), batch_shape=tuple(x.shape[:-1]))
+        _layout(c, [("work", node_work_floats(kind, n))], [], x.dtype.itemsize)
+        return c
     m, n = x.shape[-2:]
     batch = int(np.prod(x.shape[:-2], dtype=np.int64))
     dt = "<f8"  # float32 matrices are computed in float64, as np.linalg does (`_commonType`)

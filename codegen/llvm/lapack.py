@@ -23,6 +23,8 @@ executable raises `symgraph.errors.LinAlgError` at the user's line.
   ?trmm on the row-major blocks read column-major (`_chol_rev`).
 - ?getrf (lu) factors a column-major copy and writes the packed factors and the 0-based pivots.
 - "perm" (pivots_to_permutation) applies the pivot swaps to the identity permutation.
+- "fft" (fft_parts) is no LAPACK routine: one call of the native FFT's row function
+  (`codegen.llvm.fft.fft_node_function`) over the batch, its workspace in the same scratch.
 """
 
 from __future__ import annotations
@@ -165,6 +167,9 @@ def emit_lapack(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], i
         UnsupportedOpError: empty matrices of a spectral op (compiled code leaves them to the evaluator).
     """
     node = call.node
+    if call.routine == "fft":
+        _emit_fft(cx, call, ptr_of, scratch)
+        return
     if call.routine in _FACTOR:
         if call.batch == 0 or node.size == 0 or call.n == 0:
             return  # nothing to compute (an empty output)
@@ -188,6 +193,28 @@ def emit_lapack(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], i
         for_range(cx.builder, _c64(0), _c64(call.batch), one, name="lb")
         return
     _emit_spectral(cx, call, ptr_of, scratch, status, number)
+
+
+def _emit_fft(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], ir.Value], scratch: ir.Value) -> None:
+    """fft_parts: the native FFT of every row (kind c2c/r2c/c2r in `call.uplo`), packed (2, ...) complex results."""
+    from .fft import fft_node_function
+
+    node = call.node
+    if call.batch == 0:
+        return
+    kind, n = call.uplo, call.n
+    ty = ll_type(node.dtype)
+    b = cx.builder
+    parts = [ptr_of(x) for x in node.inputs[:-1]]
+    in_r, in_i = parts[0], parts[-1]
+    out = ptr_of(node)
+    if kind == "c2r":
+        out_r = out_i = out
+    else:  # the imaginary parts after the real ones: (2, batch..., m)
+        out_r, out_i = out, b.gep(out, [_c64(node.size // 2)], source_etype=ty)
+    work = b.gep(scratch, [_c64(call.offsets["work"])], source_etype=I8)
+    fn = fft_node_function(cx, kind, n, ty, call.trans)
+    b.call(fn, [in_r, in_i, out_r, out_i, ptr_of(node.inputs[-1]), work, _c64(call.batch)])
 
 
 def _emit_spectral(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], ir.Value], scratch: ir.Value,
