@@ -19,6 +19,8 @@ M = G ∘ (K − σ² I), G = −½ (α αᵀ − K⁻¹).
 Inputs (`make_input`): seed 13, X uniform in [0, 1]^d, d = 3, y = sin(4 x₀) + x₁ x₂ plus
 noise of standard deviation 0.1; θ = (log 0.6, log 1.2, log 0.1).
 Sizes: n = 500 and 2,000 (``BENCH_W13_N=500`` limits a run; ``--quick``: n = 64).
+W13's second part, a spectral loss of a 2^20-point signal and the bare rfft, is `bench.w13_spectral`
+(``BENCH_W13_PART=gp`` or ``spectral`` runs one part).
 The check: every leaf within 1e-8 of the reference, relative to the leaf's largest entry
 (`check`).
 """
@@ -194,7 +196,14 @@ def cases(quick: bool) -> tuple[int, ...]:
 
 
 def run(settings: Settings) -> WorkloadResult:
-    """Run every n; one merged table."""
+    """Run every n (one merged table), then the spectral loss and the bare rfft (`bench.w13_spectral`);
+    ``BENCH_W13_PART=gp`` or ``spectral`` runs one of the two."""
+    from . import w13_spectral
+
+    part = os.environ.get("BENCH_W13_PART", "")
+    spectral = w13_spectral.tables(settings) if part in ("", "spectral") else []
+    if part == "spectral":
+        return WorkloadResult("W13", TITLE, spectral)
     parts = []
     for n in cases(settings.quick):
         inputs = make_input(n)
@@ -203,4 +212,4 @@ def run(settings: Settings) -> WorkloadResult:
     table = merge_tables(f"NLML and gradient (d={D})", parts, key="n",
                          notes=[f"check: |out - ref| <= {RTOL:g} (|ref| + max |ref|) per leaf against the "
                                 f"hand-written gradient"])
-    return WorkloadResult("W13", TITLE, [table])
+    return WorkloadResult("W13", TITLE, [table] + spectral)

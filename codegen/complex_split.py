@@ -9,7 +9,8 @@ branch and zero-divisor rule, `exp(x)·(cos y, sin y)` with NumPy's y = 0 shortc
 fuse a multiply-add in the product or scale |z| differently, so compiled values agree with NumPy's
 to a few ulps, not bit for bit (tests/test_complex.py measures it).
 
-Ops without a pair rule here (log, sqrt, sin, cos, pow with a non-integer exponent, prod, einsum, ...) make `split_complex` raise an
+The FFT primitives (fft_c2c, fft_r2c, fft_c2r) become `fft_parts` nodes on the parts, which compiled
+code runs with its own FFT (codegen/llvm/fft.py). Ops without a pair rule here (log, sqrt, sin, cos, pow with a non-integer exponent, prod, einsum, ...) make `split_complex` raise an
 UnsupportedOpError naming the op and suggesting backend="numpy" (docs/complex.md lists both sets).
 """
 
@@ -31,7 +32,11 @@ PARTWISE = frozenset({
 })
 #: Every complex op the split lowers natively.
 PAIR_OPS = PARTWISE | {"input", "constant", "cast", "add", "sub", "neg", "mul", "div", "conj", "real", "imag",
-                       "complex", "complex_abs", "exp", "where", "eq", "ne", "matmul", "pow"}
+                       "complex", "complex_abs", "exp", "where", "eq", "ne", "matmul", "pow",
+                       "fft_c2c", "fft_r2c", "fft_c2r"}
+#: The FFT primitives (symgraph.ops.fourier): each one `fft_parts` node (symgraph.ops.fourier_parts) on the
+#: parts, run by the native FFT (codegen/llvm/fft.py) with its constant table.
+FFT_KINDS = {"fft_c2c": "c2c", "fft_r2c": "r2c", "fft_c2r": "c2r"}
 
 
 def has_complex(order: Sequence[Any]) -> bool:
@@ -157,6 +162,8 @@ def _rule(n: Any, val: dict, b: Any, L: Any) -> Any:
         if k is None or isinstance(ins[1], tuple) and n.inputs[1].dtype.kind != "c":
             _refuse(n)
         return _int_power(ins[0], k, L)
+    if name in FFT_KINDS:
+        return _fft(n, ins, val, L)
     if name == "complex_abs":
         return L.binary("hypot", ins[0][0], ins[0][1])
     if name == "exp":
@@ -173,6 +180,35 @@ def _rule(n: Any, val: dict, b: Any, L: Any) -> Any:
         both = "logical_and" if name == "eq" else "logical_or"
         return L.bind(both, L.bind(name, ar, br), L.bind(name, ai, bi))
     _refuse(n)  # pragma: no cover - PAIR_OPS and the rules above agree
+
+
+def _fft(n: Any, ins: list, val: dict, L: Any) -> Any:
+    """An FFT primitive as one fft_parts node on the parts (its table made once per split graph, kind, n, dtype)."""
+    from symgraph.ops.fourier_parts import fft_parts
+
+    from .cpu.fft import node_table
+
+    kind = FFT_KINDS[n.op.name]
+    length = n.shape[-1] if kind != "r2c" else n.inputs[0].shape[-1]
+    x = ins[0]
+    parts = tuple(x) if isinstance(x, tuple) else (x,)
+    if kind == "r2c" and isinstance(x, tuple):  # pragma: no cover - fft_r2c reads real input
+        _refuse(n)
+    dtype = parts[0].dtype
+    key = ("fft_table", "c2c" if kind == "c2c" else "real", length, dtype.str)
+    table = val.get(key)
+    if table is None:  # r2c and c2r of one length share a table (codegen.cpu.fft.node_table)
+        table = val[key] = L.constant(node_table(kind, length, dtype))
+    p = fft_parts(*parts, table=table, kind=kind, n=length, inverse=bool(n.attr("inverse", False)))
+    if kind == "c2r":
+        return p
+    nd = len(p.shape)
+
+    def half(i: int) -> Any:
+        s = L.bind("slice", p, starts=(i,) + (0,) * (nd - 1), stops=(i + 1,) + p.shape[1:], steps=(1,) * nd)
+        return L.reshape(s, p.shape[1:])
+
+    return (half(0), half(1))
 
 
 def _integer_exponent(y: Any) -> int | None:
