@@ -7,7 +7,8 @@ NumPy, so the tables are computed in float64 at compile time and rounded once to
 precision:
 
 - a power of two L: an iterative Stockham autosort FFT (radix 4, one radix-2 pass when log2 L
-  is odd), twiddles W_L^k = exp(-2 pi i k / L) for k < L (Van Loan, "Computational Frameworks for
+  is odd), twiddles W_L^k = exp(-2 pi i k / L) for k < L and, for the first pass, W_L^(r p) (r = 1, 2, 3) laid
+  out contiguously in p (Van Loan, "Computational Frameworks for
   the Fast Fourier Transform", SIAM 1992, section 1.7 (Stockham) and 2.3 (radix 4));
 - any other L: Bluestein's chirp-z (Bluestein 1970, "A linear filtering approach to the computation
   of the discrete Fourier transform"): y_k = c_k sum_j (x_j c_j) conj(c_(k-j)) with c_j = exp(-pi i
@@ -65,18 +66,29 @@ def _chirp(length: int) -> np.ndarray:
     return np.exp(-1j * np.pi * r.astype(np.float64) / length)
 
 
+def _first_pass(m: int) -> list[np.ndarray]:
+    """The first radix-4 pass's twiddles W_m^(r p), r = 1, 2, 3, p < m/4, contiguous in p (so that pass's loop over
+    p reads them as vectors); none when that pass needs no twiddles (m <= 4) or is radix 2."""
+    if m % 4 or m <= 4:
+        return []
+    p = np.arange(m // 4)
+    w = _twiddles(m, m)
+    return [w[r * p] for r in (1, 2, 3)]
+
+
 def _plan_segments(length: int) -> list[np.ndarray]:
-    """The complex segments of a length's plan: pow2: [W_L]; bluestein: [W_M, chirp c (L), B / M (M)]."""
+    """The complex segments of a length's plan: pow2: [W_L, first-pass twiddles]; bluestein: M's segments, then
+    chirp c (L) and B / M (M)."""
     algo, m = plan(length)
     if algo == "copy":
         return []
     if algo == "pow2":
-        return [_twiddles(m, m)]
+        return [_twiddles(m, m)] + _first_pass(m)
     c = _chirp(length)
     b = np.zeros(m, np.complex128)
     b[:length] = np.conj(c)
     b[m - length + 1:] = np.conj(c[1:])[::-1]
-    return [_twiddles(m, m), c, np.fft.fft(b) / m]
+    return _plan_segments(m) + [c, np.fft.fft(b) / m]
 
 
 def plan_floats(length: int) -> int:

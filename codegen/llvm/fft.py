@@ -13,7 +13,8 @@ node computed in float64 at compile time), the workspace is the arena's LAPACK s
 
 Each Stockham pass is a function of its own (noalias pointers, constant trip counts) whose inner
 loop runs over contiguous elements sharing one twiddle, which LLVM's loop vectorizer turns into
-vector code; the first pass (stride 1) is one loop over the butterflies. Float32 is computed in
+vector code; the first pass (stride 1) is one loop over the butterflies, reading twiddles of its
+own laid out contiguously. Float32 is computed in
 float32, float64 in float64 (NumPy's pocketfft does the same).
 """
 
@@ -23,7 +24,7 @@ from typing import Callable
 
 from llvmlite import ir
 
-from ..cpu.fft import plan
+from ..cpu.fft import plan, plan_floats
 from .context import F64, I64, PTR, VOID, LoweringContext, for_range
 
 __all__ = ["fft_node_function", "fft_complex_function"]
@@ -139,6 +140,9 @@ def _stage(cx: LoweringContext, ty: ir.Type, radix: int, length: int, s: int) ->
         m = n // radix
 
         def twid(p: ir.Value, r: int) -> tuple:
+            if s == 1 and radix == 4:  # the first pass: its own contiguous table after W_L (`_first_pass`)
+                base = length + length + 2 * (r - 1) * m
+                return (f.ld(tw, f.idx((p, 1), (base, 1))), f.ld(tw, f.idx((p, 1), (base + m, 1))))
             e = f.idx((p, s * r))
             return (f.ld(tw, e), f.ld(tw, f.idx((e, 1), (length, 1))))
 
@@ -213,8 +217,9 @@ def _bluestein(cx: LoweringContext, f: _Fn, length: int, m: int) -> None:
     convolution, its inverse DFT by the conjugation identity (B holds 1/M)."""
     xr, xi, yr, yi, tab, work = f.args
     inner = fft_complex_function(cx, m, f.ty)
-    cr, ci = f.off(tab, 2 * m), f.off(tab, 2 * m + length)
-    br, bi = f.off(tab, 2 * m + 2 * length), f.off(tab, 3 * m + 2 * length)
+    t0 = plan_floats(m)  # the inner transform's tables come first
+    cr, ci = f.off(tab, t0), f.off(tab, t0 + length)
+    br, bi = f.off(tab, t0 + 2 * length), f.off(tab, t0 + 2 * length + m)
     ar, ai = f.off(work, 0), f.off(work, m)
     Ar, Ai = f.off(work, 2 * m), f.off(work, 3 * m)
     sw = f.off(work, 4 * m)
