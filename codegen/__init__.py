@@ -181,6 +181,11 @@ def _plan_lapack_scratch(prog: Any, bp: Any, raw_entry: bool) -> Any:
     if lapack is not None and raw_entry:
         from symgraph.errors import UnsupportedOpError
 
+        first = lapack.order[0]
+        if first.routine == "fft":
+            raise UnsupportedOpError("codegen: an FFT inside a loop body (sg.scan, sg.fori_loop) is not compiled "
+                                     "natively yet (its workspace is the program's arena); use backend='numpy', or "
+                                     "call it outside the loop")
         raise UnsupportedOpError(f"codegen: {lapack.order[0].op} inside a loop body (sg.scan, sg.fori_loop) is "
                                  f"not compiled natively (its LAPACK errors would go unseen); use "
                                  f"backend='numpy', or call it outside the loop")
