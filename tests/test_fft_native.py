@@ -1,7 +1,7 @@
 """The native FFT of the LLVM backend (codegen/llvm/fft.py, codegen/cpu/fft.py): the kernels against numpy.fft.
 
 The kernel functions are compiled in one module (one entry per transform) and called on NumPy
-buffers, for every algorithm (Stockham radix 4/2, Bluestein, the half-length real transforms,
+buffers, for every algorithm (Stockham radix 4/2/3/5, Bluestein (17; 34 through its half), the half-length real transforms,
 odd lengths) in float32 and float64, batched: the error is within a small multiple of
 eps * log2(n) of the result's scale (numpy.fft in float64 the reference).
 """
@@ -15,11 +15,11 @@ import pytest
 from llvmlite import ir
 
 from codegen import jit
-from codegen.cpu.fft import node_table, node_work_floats, plan
+from codegen.cpu.fft import node_table, node_work_floats, plan, radices
 from codegen.llvm.context import F32, F64, I64, PTR, VOID, LoweringContext
 from codegen.llvm.fft import fft_node_function
 
-SIZES = (1, 2, 3, 5, 8, 12, 17, 64, 100, 1024, 4096)
+SIZES = (1, 2, 3, 5, 8, 12, 17, 34, 64, 100, 1024, 4096)
 DTYPES = (np.float32, np.float64)
 #: (kind, inverse)
 TRANSFORMS = (("c2c", False), ("c2c", True), ("r2c", False), ("c2r", False))
@@ -96,8 +96,9 @@ def test_kernels_match_numpy_fft(kernels, kind, inv, dt):
 
 
 def test_plans():
-    assert plan(1) == ("copy", 1) and plan(1024) == ("pow2", 1024)
-    assert plan(17) == ("bluestein", 64) and plan(100) == ("bluestein", 256) and plan(3) == ("bluestein", 8)
+    assert plan(1) == ("copy", 1) and plan(1024) == ("stockham", 1024) and plan(100) == ("stockham", 100)
+    assert radices(1024) == (4,) * 5 and radices(8) == (4, 2) and radices(100) == (4, 5, 5) and radices(7) is None
+    assert plan(17) == ("bluestein", 64) and plan(7) == ("bluestein", 16)
     # the real transforms of even n run on n/2 points and carry W_n^k, k <= n/2, first
     # (the radix-4 first pass of 32 points has its own 3 x 8 twiddles)
     assert node_table("r2c", 64, np.float64).size == 2 * 33 + 2 * 32 + 2 * 3 * 8

@@ -6,11 +6,11 @@ module decides, for a transform length, the algorithm and lays out its constants
 NumPy, so the tables are computed in float64 at compile time and rounded once to the working
 precision:
 
-- a power of two L: an iterative Stockham autosort FFT (radix 4, one radix-2 pass when log2 L
-  is odd), twiddles W_L^k = exp(-2 pi i k / L) for k < L and, for the first pass, W_L^(r p) (r = 1, 2, 3) laid
+- L = 2^a 3^b 5^c: an iterative Stockham autosort FFT (mixed radix: radix-4 passes, one radix-2 pass
+  when a is odd, then radix-3 and radix-5 passes), twiddles W_L^k = exp(-2 pi i k / L) for k < L and, for the first pass, W_L^(r p) (r = 1, 2, 3) laid
   out contiguously in p (Van Loan, "Computational Frameworks for
   the Fast Fourier Transform", SIAM 1992, section 1.7 (Stockham) and 2.3 (radix 4));
-- any other L: Bluestein's chirp-z (Bluestein 1970, "A linear filtering approach to the computation
+- any other L (a prime factor above 5): Bluestein's chirp-z (Bluestein 1970, "A linear filtering approach to the computation
   of the discrete Fourier transform"): y_k = c_k sum_j (x_j c_j) conj(c_(k-j)) with c_j = exp(-pi i
   j^2 / L) (j^2 taken modulo 2L, exactly), the convolution by power-of-two FFTs of length
   M >= 2L - 1 with the chirp's transform B (divided by M) a table;
@@ -29,24 +29,35 @@ import functools
 
 import numpy as np
 
-__all__ = ["plan", "plan_floats", "work_floats", "node_table", "node_work_floats", "KINDS"]
+__all__ = ["plan", "radices", "plan_floats", "work_floats", "node_table", "node_work_floats", "KINDS"]
 
 #: The transforms of compiled code: complex to complex (forward; inverse by exchanging the parts),
 #: real to half-spectrum, half-spectrum to real.
 KINDS = ("c2c", "r2c", "c2r")
 
 
-def _is_pow2(n: int) -> bool:
-    return n >= 1 and n & (n - 1) == 0
+@functools.lru_cache(maxsize=None)
+def radices(length: int) -> tuple[int, ...] | None:
+    """The radices of the Stockham passes of `length` (4s, then a 2, then 3s and 5s), or None when `length` has a
+    prime factor above 5 (Bluestein's then)."""
+    out, n = [], length
+    for r in (4, 2, 3, 5):
+        while n % r == 0 and n > 1:
+            out.append(r)
+            n //= r
+            if r == 2:
+                break
+    return tuple(out) if n == 1 else None
 
 
 @functools.lru_cache(maxsize=None)
 def plan(length: int) -> tuple[str, int]:
-    """(algorithm, M) of the complex transform of `length`: ("copy", 1), ("pow2", L) or ("bluestein", M)."""
+    """(algorithm, M) of the complex transform of `length`: ("copy", 1), ("stockham", L) for lengths 2^a 3^b 5^c,
+    or ("bluestein", M) with M the power of two >= 2L - 1."""
     if length == 1:
         return ("copy", 1)
-    if _is_pow2(length):
-        return ("pow2", length)
+    if radices(length) is not None:
+        return ("stockham", length)
     m = 1
     while m < 2 * length - 1:
         m *= 2
@@ -67,22 +78,23 @@ def _chirp(length: int) -> np.ndarray:
 
 
 def _first_pass(m: int) -> list[np.ndarray]:
-    """The first radix-4 pass's twiddles W_m^(r p), r = 1, 2, 3, p < m/4, contiguous in p (so that pass's loop over
-    p reads them as vectors); none when that pass needs no twiddles (m <= 4) or is radix 2."""
-    if m % 4 or m <= 4:
+    """The first pass's twiddles W_m^(r p), 0 < r < radix, p < m/radix, contiguous in p (so that pass's loop over
+    p reads them as vectors); none when that pass needs no twiddles (it is the only one)."""
+    r = radices(m)[0]
+    if m <= r:
         return []
-    p = np.arange(m // 4)
+    p = np.arange(m // r)
     w = _twiddles(m, m)
-    return [w[r * p] for r in (1, 2, 3)]
+    return [w[j * p] for j in range(1, r)]
 
 
 def _plan_segments(length: int) -> list[np.ndarray]:
-    """The complex segments of a length's plan: pow2: [W_L, first-pass twiddles]; bluestein: M's segments, then
+    """The complex segments of a length's plan: stockham: [W_L, first-pass twiddles]; bluestein: M's segments, then
     chirp c (L) and B / M (M)."""
     algo, m = plan(length)
     if algo == "copy":
         return []
-    if algo == "pow2":
+    if algo == "stockham":
         return [_twiddles(m, m)] + _first_pass(m)
     c = _chirp(length)
     b = np.zeros(m, np.complex128)
@@ -101,7 +113,7 @@ def work_floats(length: int) -> int:
     algo, m = plan(length)
     if algo == "copy":
         return 0
-    if algo == "pow2":
+    if algo == "stockham":
         return 4 * m
     return 8 * m
 

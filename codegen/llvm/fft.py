@@ -7,7 +7,7 @@ that transforms `batch` contiguous rows, unnormalized, as the FFT primitives do
 imaginary parts exchanged on the way in and out, IDFT(v) = swap(DFT(swap(v)))), "r2c" (rows of n
 reals to n//2 + 1 complex) and "c2r" (n//2 + 1 complex to n reals, the imaginary parts of the DC
 and, for even n, Nyquist terms ignored). The algorithms and the table layout are
-`codegen.cpu.fft`'s (Stockham radix 4/2 for powers of two, Bluestein's chirp-z otherwise, real
+`codegen.cpu.fft`'s (Stockham radix 4/2/3/5 for lengths 2^a 3^b 5^c, Bluestein's chirp-z otherwise, real
 transforms through the half-length complex one); the tables are an input buffer (a constant
 node computed in float64 at compile time), the workspace is the arena's LAPACK scratch.
 
@@ -24,7 +24,7 @@ from typing import Callable
 
 from llvmlite import ir
 
-from ..cpu.fft import plan, plan_floats
+from ..cpu.fft import plan, plan_floats, radices
 from .context import F64, I64, PTR, VOID, LoweringContext, for_range
 
 __all__ = ["fft_node_function", "fft_complex_function"]
@@ -47,6 +47,7 @@ class _Fn:
         self.fn = ir.Function(cx.module, ir.FunctionType(VOID, args), name)
         self.fn.linkage = "internal"
         self.fn.attributes.add("nounwind")
+        self.fn.attributes.add("noinline")  # each pass optimized once, called from every transform that needs it
         for a in self.fn.args[:noalias]:
             a.add_attribute("noalias")
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
@@ -140,7 +141,7 @@ def _stage(cx: LoweringContext, ty: ir.Type, radix: int, length: int, s: int) ->
         m = n // radix
 
         def twid(p: ir.Value, r: int) -> tuple:
-            if s == 1 and radix == 4:  # the first pass: its own contiguous table after W_L (`_first_pass`)
+            if s == 1:  # the first pass: its own contiguous table after W_L (`_first_pass`)
                 base = length + length + 2 * (r - 1) * m
                 return (f.ld(tw, f.idx((p, 1), (base, 1))), f.ld(tw, f.idx((p, 1), (base + m, 1))))
             e = f.idx((p, s * r))
@@ -154,6 +155,8 @@ def _stage(cx: LoweringContext, ty: ir.Type, radix: int, length: int, s: int) ->
                 if radix == 2:
                     a, c = xs
                     outs = [f.add(a, c), f.sub(a, c)]
+                elif radix in (3, 5):
+                    outs = _small_dft(f, xs)
                 else:
                     a, c, d, e = xs
                     apd, amd = f.add(a, d), f.sub(a, d)
@@ -175,13 +178,34 @@ def _stage(cx: LoweringContext, ty: ir.Type, radix: int, length: int, s: int) ->
     return _cached(cx, name, make)
 
 
+def _small_dft(f: _Fn, xs: list) -> list:
+    """The DFT of 3 or 5 points: y_r = x_0 + sum_j x_j W^(j r), W = exp(-2 pi i / radix), the symmetric pairs
+    (j, radix - j) combined first (a ± b then one real and one imaginary product per pair and output)."""
+    import math
+
+    r = len(xs)
+    b = f.b
+    pairs = [(f.add(xs[j], xs[r - j]), f.sub(xs[j], xs[r - j])) for j in range(1, r // 2 + 1)]
+    y0 = xs[0]
+    for sm, _ in pairs:
+        y0 = f.add(y0, sm)
+    outs = [y0]
+    for k in range(1, r):
+        re, im = xs[0]
+        for j, (sm, df) in enumerate(pairs, 1):
+            c, sn = math.cos(2 * math.pi * j * k / r), -math.sin(2 * math.pi * j * k / r)
+            # W^(jk) x_j + W^(-jk) x_(r-j) = c (x_j + x_(r-j)) + i sn (x_j - x_(r-j))
+            re = b.fadd(re, b.fsub(b.fmul(sm[0], f.k(c)), b.fmul(df[1], f.k(sn))))
+            im = b.fadd(im, b.fadd(b.fmul(sm[1], f.k(c)), b.fmul(df[0], f.k(sn))))
+        outs.append((re, im))
+    return outs
+
+
 def _passes(length: int) -> list[tuple[int, int]]:
-    """(radix, stride) of each Stockham pass of a power-of-two length: radix 4, a last radix-2 pass when needed."""
-    out, n, s = [], length, 1
-    while n > 1:
-        r = 4 if n % 4 == 0 else 2
+    """(radix, stride) of each Stockham pass (`codegen.cpu.fft.radices`)."""
+    out, s = [], 1
+    for r in radices(length):
         out.append((r, s))
-        n //= r
         s *= r
     return out
 
@@ -197,7 +221,7 @@ def fft_complex_function(cx: LoweringContext, length: int, ty: ir.Type) -> ir.Fu
         xr, xi, yr, yi, tab, work = f.args
         if algo == "copy":
             f.stc(f.ldc(xr, xi, 0), yr, yi, 0)
-        elif algo == "pow2":
+        elif algo == "stockham":
             ps = _passes(m)
             bufs = [(f.off(work, 0), f.off(work, m)), (f.off(work, 2 * m), f.off(work, 3 * m))]
             cur = (xr, xi)
