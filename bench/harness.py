@@ -235,8 +235,9 @@ def compare(out: Any, ref: Any, rtol: float, atol: float) -> tuple[bool, str, fl
     max_abs = max_rel = 0.0
     bad = []
     for i, (x, y) in enumerate(zip(a, b)):
-        x = np.asarray(x, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64)
+        dt = np.complex128 if np.iscomplexobj(x) or np.iscomplexobj(y) else np.float64  # complex: both parts
+        x = np.asarray(x, dtype=dt)
+        y = np.asarray(y, dtype=dt)
         if x.size == 1 and y.size == 1:
             x, y = x.reshape(()), y.reshape(())
         if x.shape != y.shape:

@@ -40,7 +40,8 @@ def make_input(n: int) -> tuple[np.ndarray, np.ndarray]:
 def loss(x, w, xp=np):
     """Σ w |rfft(x)|² on namespace `xp` (numpy under symgraph and autograd, jax.numpy)."""
     f = xp.fft.rfft(x)
-    return xp.sum((f.real * f.real + f.imag * f.imag) * w)
+    re, im = xp.real(f), xp.imag(f)  # functions, not attributes: autograd's boxes have no .real
+    return xp.sum((re * re + im * im) * w)
 
 
 def loss_numpy(x, w):
