@@ -225,4 +225,5 @@ def run(settings: Settings) -> WorkloadResult:
          System("pytensor-trusted", plus_pytensor_trusted, note="fn.trust_input = True, 0-d array input"),
          System("torch", plus_torch, note="eager tensor op (no compilation)")],
         rtol=0, atol=0)
-    return WorkloadResult("W5", TITLE, [t1, t2])
+    from .w5_depth import table as depth_table
+    return WorkloadResult("W5", TITLE, [t1, t2, depth_table(settings)])
