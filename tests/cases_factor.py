@@ -1,11 +1,12 @@
 """Op-table rows for the factorization primitives (symgraph/ops/factor.py): cholesky, cholesky_vjp, triangular_solve,
-lu, pivots_to_permutation. References are NumPy's (and SciPy's lu_factor for the packed LU)."""
+lu, pivots_to_permutation. References are NumPy's (and SciPy's lu_factor for the packed LU). The "complex" rows run
+cholesky, triangular_solve and lu on complex64/complex128 matrices (JAX's derivative convention, docs/complex.md)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from opcase import OpCase
+from opcase import OpCase, _complex_of
 from symgraph import lax as L
 
 
@@ -24,14 +25,33 @@ def _real(rng, shape, dtype):
     return rng.standard_normal(shape).astype(dtype)
 
 
+def _c(rng, shape, dtype):
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(_complex_of(dtype))
+
+
+def _hpd(rng, shape, dtype):
+    """Hermitian positive definite, complex."""
+    a = _c(rng, shape, np.float64)
+    return (a @ np.conj(np.swapaxes(a, -1, -2)) + shape[-1] * np.eye(shape[-1])).astype(_complex_of(dtype))
+
+
+def _cwell(rng, shape, dtype):
+    return (_c(rng, shape, np.float64) + 3.0 * np.eye(shape[-1])).astype(_complex_of(dtype))
+
+
+def _creal(rng, shape, dtype):
+    return _c(rng, shape, dtype)
+
+
 def _pivots(rng, shape, dtype):
     n = shape[-1]
     return (np.arange(n) + rng.integers(0, n - np.arange(n), shape)).astype(np.int64)  # LAPACK's: ipiv[i] >= i
 
 
 def _chol_ref(a):
-    s = np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)  # the symmetric matrix of the lower triangle
-    return np.linalg.cholesky(s)
+    # the symmetric (Hermitian) matrix of the lower triangle (the diagonal's real part)
+    s = np.tril(a, -1) + np.conj(np.swapaxes(np.tril(a, -1), -1, -2)) + np.real(np.diagonal(a, 0, -2, -1))[..., None] * np.eye(a.shape[-1])
+    return np.linalg.cholesky(s.astype(a.dtype))
 
 
 def _tri_ref(a, b, lower, trans, unit_diagonal):
@@ -39,15 +59,16 @@ def _tri_ref(a, b, lower, trans, unit_diagonal):
     if unit_diagonal:
         m = m - np.diagonal(m, axis1=-2, axis2=-1)[..., None] * np.eye(a.shape[-1]) + np.eye(a.shape[-1])
     if trans:
-        m = np.swapaxes(m, -1, -2)
-    return np.linalg.solve(m.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
+        m = np.swapaxes(m, -1, -2)  # a plain transpose, also for complex matrices
+    wide = np.complex128 if a.dtype.kind == "c" else np.float64
+    return np.linalg.solve(m.astype(wide), b.astype(wide)).astype(a.dtype)
 
 
 def _lu_ref(a):
     import scipy.linalg as sl
 
-    lu, piv = sl.lu_factor(a.astype(np.float64))
-    return np.concatenate([lu, piv[..., None, :].astype(np.float64)], axis=-2).astype(a.dtype)
+    lu, piv = sl.lu_factor(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64))
+    return np.concatenate([lu, piv[..., None, :].astype(lu.dtype)], axis=-2).astype(a.dtype)
 
 
 def _p2p_ref(ipiv):
@@ -93,6 +114,11 @@ CASES = [
            [(((3, 3), (3, 3)), {}), (((2, 4, 4), (2, 4, 4)), {})], (_well, _real), ip_rtol=1e-8),
     OpCase("triangular_solve", _tri, _tri_ref, _TRI_VARIANTS, (_well, _real), ip_rtol=1e-8),
     OpCase("lu", lambda a: L.bind("lu", a), _lu_ref, [(((3, 3),), {}), (((2, 4, 4),), {})], (_real,), ip_rtol=1e-8),
+    OpCase("cholesky", lambda a: L.bind("cholesky", a), _chol_ref, [(((3, 3),), {}), (((2, 4, 4),), {})], (_hpd,),
+           ip_rtol=1e-8, name="complex"),
+    OpCase("triangular_solve", _tri, _tri_ref, _TRI_VARIANTS[:3], (_cwell, _creal), ip_rtol=1e-8, name="complex"),
+    OpCase("lu", lambda a: L.bind("lu", a), _lu_ref, [(((3, 3),), {}), (((2, 4, 4),), {})], (_creal,), ip_rtol=1e-8,
+           name="complex"),
     OpCase("pivots_to_permutation", lambda p: L.bind("pivots_to_permutation", p), _p2p_ref,
            [(((4,),), {}), (((2, 3, 5),), {})], (_pivots,), order=0, dtypes=(np.float64,)),
 ]

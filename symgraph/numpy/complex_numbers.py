@@ -124,6 +124,9 @@ COMPLEX_FUNCTIONS = frozenset({
     _np.transpose, _np.swapaxes, _np.moveaxis, _np.squeeze, _np.expand_dims, _np.ravel, _np.where, _np.cumsum,
     _np.diag, _np.diagonal, _np.broadcast_to, _np.take, _np.copy, _np.shape, _np.ndim, _np.size, _np.abs,
     _np.square, _np.var, _np.std, _np.linalg.norm,
+    # np.linalg (docs/linalg.md, "Complex matrices")
+    _np.linalg.solve, _np.linalg.inv, _np.linalg.det, _np.linalg.slogdet, _np.linalg.cholesky, _np.linalg.tensorinv,
+    _np.linalg.tensorsolve,
     # np.fft (symgraph.numpy.fft): every transform and shift takes complex values
     *(getattr(_np.fft, _n) for _n in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "fftn",
                                       "ifftn", "rfft2", "irfft2", "rfftn", "irfftn", "fftshift", "ifftshift")),

@@ -376,6 +376,8 @@ class linalg:  # noqa: N801  (mirrors np.linalg)
     det = staticmethod(_fz.det)
     slogdet = staticmethod(_fz.slogdet)
     cholesky = staticmethod(_fz.cholesky)
+    tensorinv = staticmethod(_fz.tensorinv)
+    tensorsolve = staticmethod(_fz.tensorsolve)
     LinAlgError = LinAlgError
 
 

@@ -48,7 +48,7 @@ from ..errors import DTypeError, LinAlgError, ShapeError
 from .batch import bcast, move_to0, rebind
 from .core import Op, register
 
-__all__ = ["tril", "triu", "phi", "take_rows", "untake_rows", "lu_parts", "diagonal", "lu_solve", "pivot_sign"]
+__all__ = ["conj", "mH", "tril", "triu", "phi", "take_rows", "untake_rows", "lu_parts", "diagonal", "lu_solve", "pivot_sign"]
 
 
 def _square(s: tuple, op: str) -> int:
@@ -57,10 +57,11 @@ def _square(s: tuple, op: str) -> int:
     return s[-1]
 
 
-def _float(d, *rest, op: str):
+def _float(d, *rest, op: str, complex_ok: bool = True):
     d = np.dtype(d)
-    if d not in (np.float32, np.float64):
-        raise DTypeError(f"{op}: needs float32 or float64 matrices, got {d}")
+    if d not in ((np.float32, np.float64, np.complex64, np.complex128) if complex_ok else (np.float32, np.float64)):
+        raise DTypeError(f"{op}: needs float32, float64{', complex64 or complex128' if complex_ok else ' '} "
+                         f"matrices, got {d}")
     for i, e in enumerate(rest, 1):
         if np.dtype(e) != d:
             raise DTypeError(f"{op}: operand {i} has dtype {e}, operand 0 has {d}")
@@ -142,7 +143,10 @@ def lu_parts(packed):
     indices (int64, (..., n)) and the row permutation they make (int64, (..., n))."""
     n = packed.shape[-1]
     lu = _rows(packed, 0, n)
-    ipiv = L.cast(L.reshape(_rows(packed, n, n + 1), packed.shape[:-2] + (n,)), np.int64)
+    piv = _rows(packed, n, n + 1)
+    if piv.dtype.kind == "c":  # a complex LU packs the pivots as complex numbers with a zero imaginary part
+        piv = L.bind("real", piv)
+    ipiv = L.cast(L.reshape(piv, packed.shape[:-2] + (n,)), np.int64)
     perm = L.bind("pivots_to_permutation", ipiv)
     return lu, ipiv, perm
 
@@ -153,6 +157,16 @@ def _solve(a, b, lower: bool, trans: bool = False, unit: bool = False):
 
 def _mm(a, b):
     return L.bind("matmul", a, b)
+
+
+def conj(x):
+    """The complex conjugate of a complex x; a real x itself (no node)."""
+    return L.bind("conj", x) if x.dtype.kind == "c" else x
+
+
+def mH(x):
+    """The conjugate transpose of the last two axes (the transpose of a real x)."""
+    return conj(L.swap_last(x))
 
 
 # ----- cholesky -----
@@ -184,15 +198,29 @@ def _cholesky_impl(a):
 
 def _cholesky_vjp(ct, node):
     # Murray 2016 eq. 10 as its own primitive (cholesky_vjp below): Φ(S + Sᵀ), S = L^-T Φ(Lᵀ L̄) L^-1
-    return (L.bind("cholesky_vjp", node, ct),)
+    if node.dtype.kind != "c":
+        return (L.bind("cholesky_vjp", node, ct),)
+    # complex (a = L Lᴴ): with JAX's cotangents (L̄ pairs as Re Σ L̄ ∘ dL), the conjugate of Murray's rule for the
+    # gradient conj(L̄) with conjugate transposes, Φ(S + Sᴴ) with S = L^-ᴴ Φ(Lᴴ conj(L̄)) L^-1, is
+    # Φ(S' + S'ᴴ), S' = L^-T Φ(Lᵀ L̄) conj(L)^-1 (composed of graph ops: complex values are not compiled natively)
+    lm = node
+    y = _solve(lm, phi(_mm(L.swap_last(lm), tril(ct))), True, trans=True)    # L^-T Φ(Lᵀ L̄)
+    s = L.swap_last(_solve(conj(lm), L.swap_last(y), True, trans=True))      # ... conj(L)^-1
+    return (phi(L.add(s, mH(s))),)
 
 
 def _cholesky_jvp(t, node):
-    # Murray 2016 eq. 8: dL = L Φ(L^-1 dA L^-T), dA the symmetric matrix of the lower triangle read
+    # Murray 2016 eq. 8: dL = L Φ(L^-1 dA L^-T), dA the symmetric matrix of the lower triangle read;
+    # complex: dL = L Φ(L^-1 dA L^-H), dA = Φ(t) + Φ(t)ᴴ the Hermitian matrix read (the diagonal's real part)
     (ta,) = t
     if ta is None:
         return None
     lm = node
+    if lm.dtype.kind == "c":
+        ds = L.add(phi(ta), mH(phi(ta)))
+        z = _solve(lm, ds, True)
+        w = L.swap_last(_solve(conj(lm), L.swap_last(z), True))            # z L^-H = (conj(L)^-1 zᵀ)ᵀ
+        return _mm(lm, phi(w))
     ds = L.add(tril(ta), L.swap_last(tril(ta, -1)))
     z = _solve(lm, ds, True)
     w = L.swap_last(_solve(lm, L.swap_last(z), True))
@@ -201,7 +229,8 @@ def _cholesky_jvp(t, node):
 
 register(Op("cholesky", 1, "opaque", _cholesky_shape, lambda d: _float(d, op="cholesky"), _cholesky_impl,
             _cholesky_vjp, _cholesky_jvp,
-            doc="lower Cholesky factor of each matrix (..., n, n), reading its lower triangle (LAPACK potrf)",
+            doc="lower Cholesky factor of each matrix (..., n, n), reading its lower triangle (LAPACK potrf); "
+                "complex: a = L Lᴴ, the Hermitian matrix of the lower triangle (the diagonal's real part)",
             flops=lambda node: _batch_size(node.shape[:-2]) * node.shape[-1] ** 3 // 3,
             batch=lambda node, bargs, size: rebind(node, [bargs[0]]), extra=_LAPACK))
 
@@ -284,7 +313,8 @@ def _cvjp_batch(node, bargs, size):
     return rebind(node, [b if b is not None else bcast(x, size) for x, b in zip(node.inputs, bargs)])
 
 
-register(Op("cholesky_vjp", 2, "opaque", _cvjp_shape, lambda a, b: _float(a, b, op="cholesky_vjp"), _cvjp_impl,
+register(Op("cholesky_vjp", 2, "opaque", _cvjp_shape, lambda a, b: _float(a, b, op="cholesky_vjp", complex_ok=False),
+            _cvjp_impl,
             _cvjp_vjp, _cvjp_jvp,
             doc="the cotangent Φ(S + Sᵀ), S = L^-T Φ(Lᵀ L̄) L^-1, of cholesky's input from the factor L and the "
                 "factor's cotangent L̄ (..., n, n), reading their lower triangles (Murray 2016 eq. 10); compiled: "

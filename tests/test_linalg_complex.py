@@ -1,0 +1,164 @@
+"""np.linalg on complex matrices (docs/linalg.md, "Complex matrices"): values against NumPy, derivatives under
+JAX's convention (docs/complex.md) by finite differences in the real and imaginary directions (check_grads, both
+modes, order 2), holomorphic derivatives against their formulas, and the backends (the NumPy backend runs them,
+the LLVM backend refuses them naming backend='numpy')."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import symgraph as sg
+
+RNG = np.random.default_rng(18)
+
+
+def _c(*shape, dtype=np.complex128):
+    return (RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(dtype)
+
+
+def _well(*shape, dtype=np.complex128):
+    return (_c(*shape) + 3.0 * np.eye(shape[-1])).astype(dtype)
+
+
+def _close(got, want, dtype):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape, got.dtype, want.dtype)
+    tol = 1e-4 if np.dtype(dtype) in (np.complex64, np.float32) else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+CDTYPES = [np.complex128, np.complex64]
+
+
+# ----- 1. the holomorphic functions: solve, inv, det, tensorinv, tensorsolve -----
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_solve_inv_det_values_equal_numpy(dtype):
+    a, b, v = _well(2, 4, 4, dtype=dtype), _c(2, 4, 3, dtype=dtype), _c(4, dtype=dtype)
+    cases = {"solve": lambda a: np.linalg.solve(a, b), "solve vec": lambda a: np.linalg.solve(a[0], v),
+             "inv": np.linalg.inv, "det": np.linalg.det, "slogdet": lambda a: tuple(np.linalg.slogdet(a)),
+             "mixed real": lambda a: np.linalg.solve(a, np.real(b).astype(np.real(b).dtype))}
+    for name, f in cases.items():
+        want = f(a)
+        got = sg.trace(f, a).evaluate(a)
+        for g, w in zip(got if isinstance(want, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            _close(g, w, dtype)
+        sg_backend = sg.compile(f, backend="numpy")(a)
+        for g, w in zip(sg_backend if isinstance(want, tuple) else (sg_backend,),
+                        want if isinstance(want, tuple) else (want,)):
+            _close(g, w, dtype)
+    real = np.real(a[0]).astype(np.real(a).dtype)  # a real matrix with a complex right-hand side
+    _close(sg.trace(np.linalg.solve, real, v).evaluate(real, v), np.linalg.solve(real, v), dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_holomorphic_rules_check_grads_order2(dtype):
+    a, b = _well(3, 3, dtype=dtype), _c(3, 2, dtype=dtype)
+    for f, args in [(np.linalg.solve, (a, b)), (np.linalg.inv, (a,)), (np.linalg.det, (a,)),
+                    (lambda a: np.linalg.det(a[None] * np.array([1.0, 2.0])[:, None, None]), (a,))]:
+        sg.check_grads(f, args, order=2, modes=("fwd", "rev"))
+
+
+def test_holomorphic_derivatives_are_the_complex_derivatives():
+    a, b = _well(3, 3), _c(3)
+    ai = np.linalg.inv(a)
+    # d det / dA = det(A) A^-T, no conjugation (JAX's holomorphic convention)
+    np.testing.assert_allclose(sg.grad(np.linalg.det, holomorphic=True)(a), np.linalg.det(a) * ai.T, rtol=1e-12)
+    # d (solve(A, b))_i / d b_j = (A^-1)_ij
+    np.testing.assert_allclose(sg.jacobian(lambda b: np.linalg.solve(a, b), holomorphic=True)(b), ai, rtol=1e-12)
+    # d inv(A) / dA [E] = -A^-1 E A^-1, in both modes
+    e = _c(3, 3)
+    _, t = sg.jvp(np.linalg.inv, (a,), (e,))
+    np.testing.assert_allclose(t, -ai @ e @ ai, rtol=1e-12)
+    jac = sg.jacobian(np.linalg.inv, holomorphic=True)(a)
+    np.testing.assert_allclose(np.einsum("ijkl,kl->ij", jac, e), -ai @ e @ ai, rtol=1e-12)
+    # the second derivative of det at order 2: d²det/dA² [E, E] = 2 det(A) * (tr(A^-1 E)^2 - tr((A^-1 E)^2)) / 2
+    h = sg.jvp(lambda a: sg.jvp(np.linalg.det, (a,), (e,))[1], (a,), (e,))[1]
+    m = ai @ e
+    np.testing.assert_allclose(h, np.linalg.det(a) * (np.trace(m) ** 2 - np.trace(m @ m)), rtol=1e-11)
+
+
+def test_slogdet_sign_and_logabsdet_derivatives():
+    a = _well(3, 3)
+    sign, logabs = sg.trace(lambda a: tuple(np.linalg.slogdet(a)), a).evaluate(a)
+    assert np.iscomplexobj(sign) and not np.iscomplexobj(logabs)
+    # logabsdet = Re(log det A): its gradient (JAX's convention) is log det's complex derivative, A^-T
+    np.testing.assert_allclose(sg.grad(lambda a: np.linalg.slogdet(a)[1])(a), np.linalg.inv(a).T, rtol=1e-12)
+    sg.check_grads(lambda a: tuple(np.linalg.slogdet(a)), (a,), order=2)
+    sg.check_grads(lambda a: tuple(np.linalg.slogdet(a)), (_well(2, 3, 3, dtype=np.complex64),), order=1)
+    singular = np.array([[1 + 1j, 2 + 2j], [1.0, 2.0]])
+    s, la = sg.trace(lambda a: tuple(np.linalg.slogdet(a)), singular).evaluate(singular)
+    assert s == 0 and la == -np.inf and np.linalg.slogdet(singular)[0] == 0  # NumPy's values
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128, np.complex64])
+def test_tensorinv_and_tensorsolve_equal_numpy(dtype):
+    mk = _c if np.dtype(dtype).kind == "c" else (lambda *s, dtype: RNG.standard_normal(s).astype(dtype))
+    t = (mk(4, 6, 8, 3, dtype=dtype) + np.eye(24).reshape(4, 6, 8, 3) * 4).astype(dtype)
+    for ind in (1, 2):
+        tt = t.reshape(24, 24).reshape((24,) + (8, 3)) if ind == 1 else t
+        _close(sg.trace(lambda x: np.linalg.tensorinv(x, ind=ind), tt).evaluate(tt), np.linalg.tensorinv(tt, ind), dtype)
+    a, b = (mk(6, 4, 2, 3, 4, dtype=dtype) + np.eye(24).reshape(6, 4, 2, 3, 4) * 4).astype(dtype), mk(6, 4, dtype=dtype)
+    _close(sg.trace(np.linalg.tensorsolve, a, b).evaluate(a, b), np.linalg.tensorsolve(a, b), dtype)
+    a2 = np.transpose(a, np.argsort([1, 3, 4, 0, 2])).copy()  # axes 0 and 2 moved to the end give a
+    f = lambda a, b: np.linalg.tensorsolve(a, b, axes=(0, 2))  # noqa: E731
+    _close(sg.trace(f, a2, b).evaluate(a2, b), f(a2, b), dtype)
+    if np.dtype(dtype) != np.complex64:
+        sg.check_grads(lambda x: np.linalg.tensorinv(x, 2), (t[:2, :3, :2, :3],), order=2)
+        small = (mk(2, 3, 2, 3, dtype=dtype) + 3 * np.eye(6).reshape(2, 3, 2, 3)).astype(dtype)
+        sg.check_grads(np.linalg.tensorsolve, (small, b[:2, :3]), order=2)
+
+
+def test_tensorinv_and_tensorsolve_errors_follow_numpy():
+    z = _c(2, 3, 6)
+    with pytest.raises(sg.ShapeError, match="Invalid ind"):
+        sg.trace(lambda x: np.linalg.tensorinv(x, ind=0), z)
+    with pytest.raises(sg.LinAlgError, match="square"):
+        sg.trace(lambda x: np.linalg.tensorinv(x, ind=1), _c(4, 6))
+    with pytest.raises(sg.LinAlgError, match=r"prod\(a.shape\[b.ndim:\]\)"):
+        sg.trace(np.linalg.tensorsolve, _c(2, 3, 4), _c(2))
+    with pytest.raises(np.linalg.LinAlgError):  # sg.LinAlgError is one: NumPy code that catches it keeps working
+        sg.trace(np.linalg.tensorsolve, _c(2, 3, 4), _c(2))
+
+
+def test_llvm_backend_refuses_complex_linalg_naming_the_numpy_backend():
+    pytest.importorskip("llvmlite")
+    a = _well(3, 3)
+    with pytest.raises(sg.UnsupportedOpError, match="backend='numpy'"):
+        sg.compile(np.linalg.inv)(a)
+    _close(sg.compile(np.linalg.inv, backend="numpy")(a), np.linalg.inv(a), np.complex128)
+
+
+# ----- 2. slogdet (above), cholesky, eigh -----
+
+
+def _hpd(*shape, dtype=np.complex128):
+    a = _c(*shape)
+    return (a @ np.conj(np.swapaxes(a, -1, -2)) + shape[-1] * np.eye(shape[-1])).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_cholesky_of_hermitian_matrices(dtype):
+    h = _hpd(2, 4, 4, dtype=dtype)
+    # NumPy reads the lower triangle (upper=True: the upper one) and the diagonal's real part
+    junk = h + np.triu(_c(4, 4), 1) + 1j * np.diag(RNG.standard_normal(4))
+    junk_u = h + np.tril(_c(4, 4), -1) + 1j * np.diag(RNG.standard_normal(4))
+    for x, upper in ((h, False), (junk.astype(dtype), False), (junk_u.astype(dtype), True)):
+        f = lambda a: np.linalg.cholesky(a, upper=upper)  # noqa: E731
+        _close(sg.trace(f, x).evaluate(x), f(x), dtype)
+        sg.check_grads(f, (x[0],), order=2 if dtype == np.complex128 else 1)
+    lm = sg.trace(np.linalg.cholesky, h).evaluate(h)
+    _close(lm @ np.conj(np.swapaxes(lm, -1, -2)), h, dtype)
+
+
+def test_cholesky_gradient_of_log_det_is_the_hermitian_inverse():
+    """log det H = 2 Σ log L_ii; H reads the strictly lower triangle twice (with its conjugate) and the real
+    diagonal once, so JAX's gradient is tril(2 H^-T, -1) + diag(H^-1)."""
+    h = _hpd(4, 4)
+    hi = np.linalg.inv(h)
+    g = sg.grad(lambda a: 2 * np.sum(np.log(np.real(np.diagonal(np.linalg.cholesky(a))))))(h)
+    np.testing.assert_allclose(g, np.tril(2 * hi.T, -1) + np.diag(np.diag(hi)), rtol=1e-12, atol=1e-14)
+    with pytest.raises(sg.LinAlgError, match="not positive definite"):
+        sg.trace(np.linalg.cholesky, -h).evaluate(-h)
