@@ -780,3 +780,14 @@ def test_concatenate_written_by_several_kernels_keeps_its_arena_slot():
     x = np.array([0.54784675, -0.92085314, -1.8361059])
     u = np.array([0.00123015])
     check(sg.value_and_grad(lambda x: snp.sum(np.prod(x, axis=None, keepdims=True) * u) + 0.0), x, rtol=1e-13)
+
+
+def test_a_stack_of_many_inputs_is_split_into_kernels_of_bounded_width():
+    """np.stack of 100 arrays (the xs of a rolled loop over 100 weight matrices) is copied by several
+    loop kernels of at most MAX_KERNEL_BUFFERS buffers each, not one loop with 100 loads per element
+    (LLVM's optimizer is superlinear in that), and gives NumPy's values."""
+    from codegen.kernels.partition import MAX_KERNEL_BUFFERS
+    xs = [np.full((8, 8), float(i), np.float32) for i in range(100)]
+    cf = sg.compile(lambda xs: np.stack(xs) * 2.0)
+    np.testing.assert_array_equal(cf(xs), np.stack(xs) * 2.0)
+    assert cf.stats["kernels"] >= -(-101 // MAX_KERNEL_BUFFERS)

@@ -34,7 +34,7 @@ from .node_tasks import make_tasks, node_tasks
 from .pairing import gemm_view, pair_gemms, plan_accumulation
 from .tasks import Kernel, KernelKind, Program, Task, TaskKind, kernel_exprs, task_loads, task_reads
 
-__all__ = ["MAX_KERNEL_COST", "MAX_SCALAR_KERNEL_COST", "LARGE_SCALAR_PROGRAM_COST", "LARGE_SCALAR_KERNEL_COST",
+__all__ = ["MAX_KERNEL_BUFFERS", "MAX_KERNEL_COST", "MAX_SCALAR_KERNEL_COST", "LARGE_SCALAR_PROGRAM_COST", "LARGE_SCALAR_KERNEL_COST",
            "kernel_cost_cap", "partition"]
 
 # What an op is comes from its record (symgraph.ops.Op): `view` (index-only layout ops, composed
@@ -63,6 +63,12 @@ MAX_SCALAR_KERNEL_COST = 32768
 #: 6.2 s -> 2.3 s; 200,000 nodes LLVM 19 s -> 6.6 s. Smaller programs are partitioned as before.
 LARGE_SCALAR_PROGRAM_COST = 2 * MAX_SCALAR_KERNEL_COST
 LARGE_SCALAR_KERNEL_COST = 8192
+#: Most distinct buffers (read or written) of one loop kernel. Copies cost nothing in the cost
+#: model, so without this cap the stack of L weight matrices into a scan's xs (and the unstack of
+#: their gradients) was one loop with L loads and L stores per element and L pointer arguments,
+#: which LLVM's optimizer handles in superlinear time: at L = 256 (bench/w5_depth.py, roll=True)
+#: LLVM took 4.0 s of a 4.7 s compile, 0.33 s at L = 64.
+MAX_KERNEL_BUFFERS = 48
 
 
 def kernel_cost_cap(size: int, program_cost: int = 0) -> int:
@@ -291,6 +297,7 @@ class _Partitioner:
         # loop kernels: the Exprs of their bodies and the estimated cost (MAX_KERNEL_COST caps joins)
         kexprs: dict[int, set] = {}
         kcost: dict[int, int] = {}
+        kbufs: dict[int, set] = {}  # loop kernel -> the nodes it reads or writes (MAX_KERNEL_BUFFERS caps joins)
         expr_kernels: dict[Expr, list[int]] = {}  # Expr of nonzero weight -> the loop kernels computing it
         first_late = None
         frontier = 0  # the latest kernel any task joined so far
@@ -344,6 +351,10 @@ class _Partitioner:
                                             shared[kj] = shared.get(kj, 0) + e.w
                             if kcost[ki] + t.cost - shared.get(ki, 0) > cap:
                                 continue
+                        kb = kbufs.get(ki)
+                        if kb is not None and len(kb) >= MAX_KERNEL_BUFFERS and t.is_loop and (
+                                t.node not in kb or not reads <= kb):
+                            continue
                         if ki == base and not _loads_match_stores(loads, ki, producer, store_off):
                             continue
                         chosen = ki
@@ -355,6 +366,9 @@ class _Partitioner:
                 k.tasks.append(t)
                 frontier = max(frontier, chosen)
                 if t.is_loop:
+                    kb = kbufs.setdefault(chosen, set())
+                    kb.add(t.node)
+                    kb |= reads
                     have = kexprs.setdefault(chosen, set())
                     c = kcost.get(chosen, 0)
                     add = have.add
