@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from opcase import OpCase, real
+from opcase import OpCase, cplx, real
 from symgraph.numpy import decompositions as D
 
 
 def _eigh(lib):
     def f(x):
         w, v = lib.eigh(x)
-        return v * v * w[..., None, :]
+        return v * np.conj(v) * w[..., None, :]  # |v|^2 w: invariant to each eigenvector's sign (phase)
     return f
 
 
 def _svd(lib):
     def f(x):
         u, s, _ = lib.svd(x, full_matrices=False)
-        return u * u * s[..., None, :]
+        return u * np.conj(u) * s[..., None, :]
     return f
 
 
@@ -44,7 +44,11 @@ _RECT = [(((4, 3),), {}), (((3, 4),), {}), (((2, 3, 3),), {})]
 CASES = [
     OpCase("eigh", _eigh(D), _eigh(np.linalg), _SQUARE, (real,)),
     OpCase("eigvalsh", D.eigvalsh, np.linalg.eigvalsh, _SQUARE, (real,)),
+    OpCase("eigh", _eigh(D), _eigh(np.linalg), _SQUARE, (cplx,), name="complex"),
+    OpCase("eigvalsh", D.eigvalsh, np.linalg.eigvalsh, _SQUARE, (cplx,), name="complex"),
     OpCase("svd", _svd(D), _svd(np.linalg), _RECT, (real,), grad_variants=3),
     OpCase("svdvals", D.svdvals, _svdvals_ref, _RECT, (real,), grad_variants=3),
+    OpCase("svd", _svd(D), _svd(np.linalg), _RECT, (cplx,), grad_variants=3, name="complex"),
+    OpCase("svdvals", D.svdvals, _svdvals_ref, _RECT, (cplx,), grad_variants=3, name="complex"),
     OpCase("qr", _qr(D), _qr(np.linalg), _RECT, (real,), grad_variants=3),
 ]

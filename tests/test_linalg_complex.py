@@ -162,3 +162,56 @@ def test_cholesky_gradient_of_log_det_is_the_hermitian_inverse():
     np.testing.assert_allclose(g, np.tril(2 * hi.T, -1) + np.diag(np.diag(hi)), rtol=1e-12, atol=1e-14)
     with pytest.raises(sg.LinAlgError, match="not positive definite"):
         sg.trace(np.linalg.cholesky, -h).evaluate(-h)
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_of_complex_matrices_as_autograd_checks(uplo):
+    """autograd's test_eigh_complex / test_eigvalh_lower_complex / upper_complex: a random complex D = 6 matrix
+    (not Hermitian: NumPy reads one triangle and the diagonal's real part), eigh(x, UPLO), (w, |v|)."""
+    x = _c(6, 6)
+    w, v = sg.trace(lambda x: tuple(np.linalg.eigh(x, uplo)), x).evaluate(x)
+    ww, vv = np.linalg.eigh(x, uplo)
+    assert w.dtype == np.float64 and v.dtype == np.complex128
+    np.testing.assert_array_equal(w, ww)
+    np.testing.assert_array_equal(v, vv)  # LAPACK's phases
+    fun = lambda x: (np.linalg.eigh(x, uplo)[0], np.abs(np.linalg.eigh(x, uplo)[1]))  # noqa: E731
+    sg.check_grads(fun, (x,), order=2)
+    sg.check_grads(lambda x: np.linalg.eigvalsh(x, uplo), (x,), order=2)
+    # the projector v vᴴ of each eigenvector is gauge invariant too; batched and complex64
+    proj = lambda x: np.einsum("...ij,...kj->...jik", np.linalg.eigh(x, uplo)[1], np.conj(np.linalg.eigh(x, uplo)[1]))  # noqa: E731
+    sg.check_grads(proj, (_c(2, 3, 3),), order=1)
+    sg.check_grads(fun, (_c(2, 4, 4, dtype=np.complex64),), order=1)
+    assert sg.trace(np.linalg.eigvalsh, x.astype(np.complex64)).evaluate(x.astype(np.complex64)).dtype == np.float32
+
+
+def test_eigh_gradient_of_the_spectrum_is_the_matrix():
+    """Σ w² = tr(H²) for the Hermitian H of the lower triangle: JAX's gradient tril(4 Hᵀ, -1) + 2 diag(H)."""
+    x = _c(4, 4)
+    h = np.tril(x, -1) + np.conj(np.tril(x, -1)).T + np.diag(np.real(np.diag(x)))
+    g = sg.grad(lambda x: np.sum(np.linalg.eigvalsh(x) ** 2))(x)
+    np.testing.assert_allclose(g, np.tril(4 * h.T, -1) + 2 * np.diag(np.diag(h)), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(sg.grad(lambda x: np.sum(np.linalg.eigh(x)[0] ** 2))(x), g, rtol=1e-12, atol=1e-12)
+
+
+# ----- 3. svd, eig, eigvals -----
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (4, 3, 5), (4, 4), (3, 4, 4), (5, 3), (4, 5, 3)],
+                         ids=["wide-2d", "wide-3d", "square-2d", "square-3d", "tall-2d", "tall-3d"])
+def test_svd_of_complex_matrices_as_autograd_checks(shape):
+    """autograd's test_svd_{wide,square,tall}_{2d,3d}_complex: (|U|, s, |Vh|) of the reduced SVD."""
+    x = _c(*shape)
+    for full in (False, True):
+        got = sg.trace(lambda x: tuple(np.linalg.svd(x, full_matrices=full)), x).evaluate(x)
+        for g, w in zip(got, np.linalg.svd(x, full_matrices=full)):
+            np.testing.assert_array_equal(g, w)  # LAPACK's values and phases
+    fun = lambda x: (lambda u, s, vh: (np.abs(u), s, np.abs(vh)))(*np.linalg.svd(x, full_matrices=False))  # noqa: E731
+    sg.check_grads(fun, (x,), order=2 if len(shape) == 2 else 1)
+    if len(shape) == 2:
+        proj = lambda x: (lambda u, s, vh: (u @ np.conj(u.T), u @ (s[:, None] * vh)))(*np.linalg.svd(x, full_matrices=False))  # noqa: E731
+        sg.check_grads(proj, (x,), order=2)
+        sg.check_grads(lambda x: np.linalg.svd(x, compute_uv=False), (x.astype(np.complex64),), order=1)
+        u, s, vh = np.linalg.svd(x, full_matrices=False)
+        # the nuclear norm Σ s: JAX's gradient conj(U Vh)
+        np.testing.assert_allclose(sg.grad(lambda x: np.sum(np.linalg.svd(x, compute_uv=False)))(x), np.conj(u @ vh),
+                                   rtol=1e-12, atol=1e-13)

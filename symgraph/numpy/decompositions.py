@@ -22,6 +22,7 @@ from ..custom import custom_jvp
 from ..errors import DTypeError, ShapeError, UnsupportedOpError
 from ..ir import Node
 from ..ops import spectral as S
+from ..ops.factor import conj, mH
 from .base import _ndim, _shape
 
 __all__ = ["eigh", "eigvalsh", "svd", "svdvals", "qr", "pinv", "lstsq", "matrix_rank", "matrix_power", "multi_dot",
@@ -36,18 +37,20 @@ def _traced(*xs: Any) -> bool:
     return any(isinstance(x, Node) for x in xs)
 
 
-def _matrix(a: Any, fn: str, square: bool = False) -> Node:
-    """a as a float node of rank >= 2 (integers and bools cast to float64).
+def _matrix(a: Any, fn: str, square: bool = False, complex_ok: bool = False) -> Node:
+    """a as a float (with complex_ok: or complex) node of rank >= 2 (integers and bools cast to float64).
 
     Raises:
-        DTypeError: float16 or a non-numeric dtype (NumPy's linalg refuses them too).
+        DTypeError: float16 or a non-numeric dtype (NumPy's linalg refuses them too), complex without complex_ok.
         ShapeError: rank < 2, or a non-square matrix where one is needed.
     """
     a = L.asnode(a)
     if a.dtype.kind in "biu":
         a = L.cast(a, _np.float64)
-    if a.dtype not in (_np.dtype(_np.float32), _np.dtype(_np.float64)):
-        raise DTypeError(f"np.linalg.{fn}: dtype {a.dtype} is not supported (float32 or float64)")
+    ok = (_np.float32, _np.float64) + ((_np.complex64, _np.complex128) if complex_ok else ())
+    if a.dtype not in tuple(_np.dtype(d) for d in ok):
+        raise DTypeError(f"np.linalg.{fn}: dtype {a.dtype} is not supported "
+                         f"({'float32, float64, complex64 or complex128' if complex_ok else 'float32 or float64'})")
     if a.ndim < 2:
         raise ShapeError(f"np.linalg.{fn}: {a.ndim}-dimensional array given; it needs at least two dimensions")
     if square and a.shape[-1] != a.shape[-2]:
@@ -56,23 +59,27 @@ def _matrix(a: Any, fn: str, square: bool = False) -> Node:
 
 
 def _symmetric_from(a: Node, uplo: str, fn: str) -> Node:
-    """The symmetric matrix that the triangle `uplo` of a describes (NumPy reads only that triangle)."""
+    """The symmetric (complex: Hermitian) matrix that the triangle `uplo` of a describes (NumPy reads only that
+    triangle; of a complex diagonal, the eigh primitive reads the real part)."""
     if uplo not in ("L", "U"):
         raise ShapeError(f"np.linalg.{fn}: UPLO must be 'L' or 'U', got {uplo!r}")
     lower = uplo == "L"
     tri = S.tri_mask(a, 0, lower=lower)
     strict = S.tri_mask(a, -1 if lower else 1, lower=lower)
-    return L.add(tri, S.mT(strict))
+    return L.add(tri, mH(strict))
 
 
 def eigh(a: Any, UPLO: str = "L") -> Any:  # noqa: N803  (NumPy's name)
-    """np.linalg.eigh: eigenvalues (ascending) and eigenvectors of symmetric matrices (..., n, n).
+    """np.linalg.eigh: eigenvalues (ascending) and eigenvectors of symmetric (complex: Hermitian) matrices (..., n, n).
 
     Only the triangle UPLO is read, as in NumPy: the derivative with respect to the other
     triangle is 0. Returns EighResult(eigenvalues (..., n), eigenvectors (..., n, n)), the
-    eigenvectors with LAPACK's signs (?syevd, as NumPy).
+    eigenvectors with LAPACK's signs (?syevd / ?heevd, as NumPy). For a complex matrix the
+    eigenvalues are real (float32 for complex64) and each eigenvector has a free phase: only
+    functions invariant to it (|v|, v vᴴ) have a well-defined derivative (docs/linalg.md).
 
-    Derivatives: Giles (2008) sec. 3.1; eigenvalue gaps below n·eps·max|w| count as 0 (docs/linalg.md).
+    Derivatives: Giles (2008) sec. 3.1; eigenvalue gaps below n·eps·max|w| count as 0 (docs/linalg.md);
+    complex: the same with conjugate transposes, under JAX's convention (docs/complex.md).
 
     Raises:
         ShapeError: not square, or rank < 2. DTypeError: not a float/integer dtype.
@@ -80,7 +87,7 @@ def eigh(a: Any, UPLO: str = "L") -> Any:  # noqa: N803  (NumPy's name)
     """
     if not _traced(a):
         return _np.linalg.eigh(a, UPLO)
-    a = _matrix(a, "eigh", square=True)
+    a = _matrix(a, "eigh", square=True, complex_ok=True)
     p = L.bind("eigh", _symmetric_from(a, UPLO, "eigh"), uplo=UPLO)
     w, v = S.eigh_parts(p)
     return EighResult(w, v)
@@ -96,7 +103,7 @@ def eigvalsh(a: Any, UPLO: str = "L") -> Any:  # noqa: N803
     """
     if not _traced(a):
         return _np.linalg.eigvalsh(a, UPLO)
-    a = _matrix(a, "eigvalsh", square=True)
+    a = _matrix(a, "eigvalsh", square=True, complex_ok=True)
     return L.bind("eigvalsh", _symmetric_from(a, UPLO, "eigvalsh"), uplo=UPLO)
 
 
@@ -110,6 +117,11 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
     Vh's extra rows) are any orthonormal basis of a complement: as in PyTorch their cotangent is
     ignored and their tangent is zero; U[..., :k], S and Vh[..., :k, :] differentiate as reduced.
 
+    Complex a = U diag(S) Vh: S is real (float32 for complex64); each pair (u_i, v_i) has a common free
+    phase, so only functions invariant to it (|U|, U diag(S) Vh, U Uᴴ) have a well-defined derivative.
+    The rules are Townsend's with conjugate transposes and the phase term of the diagonal of Uᴴ dA V
+    (docs/linalg.md), under JAX's convention (docs/complex.md).
+
     hermitian=True takes NumPy's route through eigh (the lower triangle): s = |w| descending, signs
     moved into Vh.
 
@@ -119,7 +131,7 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
     """
     if not _traced(a):
         return _np.linalg.svd(a, full_matrices, compute_uv, hermitian)
-    a = _matrix(a, "svd")
+    a = _matrix(a, "svd", complex_ok=True)
     if hermitian:
         return _hermitian_svd(a, compute_uv)
     if not compute_uv:
@@ -129,13 +141,13 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
     p = L.bind("svd", a, full=full)
     if not full:
         u, s, v = S.svd_parts(p)
-        return SVDResult(u, s, S.mT(v))
+        return SVDResult(u, s, mH(v))
     k = min(m, n)
     u = S.cols(S.rows(p, 0, m), 0, m)
     s = S.cols(S.as_row(S.row(p, m)), 0, k)
-    s = L.reshape(s, s.shape[:-2] + (k,))
+    s = S.real_values(L.reshape(s, s.shape[:-2] + (k,)))
     v = S.cols(S.rows(p, m + 1, m + 1 + n), 0, n)
-    return SVDResult(u, s, S.mT(v))
+    return SVDResult(u, s, mH(v))
 
 
 def _hermitian_svd(a: Node, compute_uv: bool) -> Any:
@@ -155,7 +167,7 @@ def _hermitian_svd(a: Node, compute_uv: bool) -> Any:
     sgn = take_along_axis(L.unary("sign", w), idx, axis=-1)
     s = take_along_axis(L.unary("abs", w), idx, axis=-1)
     u = take_along_axis(u, L.reshape(idx, idx.shape[:-1] + (1, idx.shape[-1])), axis=-1)
-    return SVDResult(u, s, S.mT(L.mul(u, S.as_row(sgn))))
+    return SVDResult(u, s, mH(L.mul(u, S.as_row(sgn))))
 
 
 def _reverse_last(x: Node) -> Node:
@@ -174,7 +186,7 @@ def svdvals(x: Any, /) -> Any:
     """
     if not _traced(x):
         return _np.linalg.svd(x, compute_uv=False)
-    return L.bind("svdvals", _matrix(x, "svdvals"))
+    return L.bind("svdvals", _matrix(x, "svdvals", complex_ok=True))
 
 
 def qr(a: Any, mode: str = "reduced") -> Any:

@@ -56,7 +56,8 @@ import numpy as np
 from .. import lax as L
 from ..errors import LinAlgError, ShapeError
 from .batch import rebind
-from .core import Op, float_only, register
+from .core import Op, float_only, inexact, register
+from .factor import conj, mH
 
 __all__ = ["GAP_RTOL", "eigh_flops", "svd_flops", "qr_flops"]
 
@@ -95,7 +96,7 @@ def _svd_impl(a, *, full):
     _check_finite(a, "svd")
     m, n = a.shape[-2:]
     u, s, vt = _lapack("svd", np.linalg.svd, a, full_matrices=full)
-    v = np.swapaxes(vt, -1, -2)
+    v = np.conj(np.swapaxes(vt, -1, -2))  # V with A = U S Vᴴ (Vt's conjugate transpose)
     if not full:
         return np.concatenate([u, s[..., None, :], v], axis=-2)
     p = max(m, n)
@@ -243,7 +244,23 @@ def safe_inverse_values(s, n_scale: int):
 
 
 def _sym(x):
-    return L.mul(L.add(x, mT(x)), 0.5)
+    """The symmetric (Hermitian, for complex x) part (x + xᴴ) / 2."""
+    return L.mul(L.add(x, mH(x)), 0.5)
+
+
+def real_values(x):
+    """The real part of a packed row of real values (eigenvalues, singular values) of a complex decomposition."""
+    return L.bind("real", x) if x.dtype.kind == "c" else x
+
+
+def _as_dtype(x, dtype):
+    return L.cast(x, dtype) if x.dtype != dtype else x
+
+
+def _values_dtype(d, **kw):
+    """The dtype of eigenvalues / singular values: real (float32 for complex64, float64 for complex128)."""
+    d = inexact(d)
+    return np.dtype(np.float32 if d == np.complex64 else np.float64) if d.kind == "c" else d
 
 
 def _pack(*parts):
@@ -254,29 +271,33 @@ def _pack(*parts):
 
 
 def eigh_parts(node):
-    """(w, V) of an eigh node."""
+    """(w, V) of an eigh node (w real also for a complex Hermitian matrix)."""
     n = node.shape[-1]
-    return row(node, 0), rows(node, 1, n + 1)
+    return real_values(row(node, 0)), rows(node, 1, n + 1)
 
 
 def _eigh_jvp(tangents, node):
+    # dw = diag(Vᴴ dA V) (real), dV = V (F ∘ Vᴴ dA V), dA = (t + tᴴ)/2 (Giles 2008 sec. 3.1; Hermitian: the
+    # gauge Vᴴ dV with a zero diagonal, as JAX's)
     (t,) = tangents
     if t is None:
         return None
     w, v = eigh_parts(node)
     n = w.shape[-1]
-    vtv = mm(mT(v), mm(_sym(t), v))                    # V^T dA V
-    dw = diag_part(vtv)
+    vtv = mm(mH(v), mm(_sym(t), v))                    # V^H dA V
+    dw = real_values(diag_part(vtv))
     dv = mm(v, L.mul(inverse_gaps(w, n), vtv))
-    return _pack(as_row(dw), dv)
+    return _pack(_as_dtype(as_row(dw), node.dtype), dv)
 
 
 def _eigh_vjp(ct, node):
+    # Abar = sym(V (diag(wbar) + F ∘ Vᵀ Vbar) Vᵀ); complex (JAX's cotangents, no conjugation): the conjugate of the
+    # rule for the gradients conj(wbar), conj(Vbar) with conjugate transposes, sym(conj(V) (...) Vᵀ)
     w, v = eigh_parts(node)
     n = w.shape[-1]
-    wbar, vbar = row(ct, 0), rows(ct, 1, n + 1)
+    wbar, vbar = real_values(row(ct, 0)), rows(ct, 1, n + 1)
     inner = L.add(diag_embed(wbar), L.mul(inverse_gaps(w, n), mm(mT(v), vbar)))
-    return (_sym(mm(v, mm(inner, mT(v)))),)
+    return (_sym(mm(conj(v), mm(inner, mT(v)))),)
 
 
 def eigh_flops(n: int, vectors: bool = True) -> int:
@@ -297,27 +318,29 @@ def _same_batch(node, bargs, size):
     return rebind(node, [bargs[0]])
 
 
-register(Op("eigh", 1, "opaque", _eigh_shape, float_only, _eigh_impl, _eigh_vjp, _eigh_jvp,
-            doc="symmetric eigendecomposition packed as (..., n+1, n): row 0 the eigenvalues (ascending), rows 1.. "
-                "the eigenvectors (LAPACK ?syevd)",
+register(Op("eigh", 1, "opaque", _eigh_shape, inexact, _eigh_impl, _eigh_vjp, _eigh_jvp,
+            doc="symmetric (Hermitian) eigendecomposition packed as (..., n+1, n): row 0 the eigenvalues (ascending; "
+                "real, stored in the complex dtype for complex input), rows 1.. the eigenvectors (LAPACK ?syevd / ?heevd)",
             flops=lambda node: _batch_count(node) * eigh_flops(node.shape[-1]), batch=_same_batch, extra=_LAPACK))
 
 
 def _eigvalsh_vjp(ct, node):
+    # V diag(wbar) Vᵀ; complex: conj(V) diag(wbar) Vᵀ (JAX's cotangent of a real output is real)
     a = node.inputs[0]
     _, v = eigh_parts(L.bind("eigh", a, uplo=node.attr("uplo")))
-    return (mm(L.mul(v, as_row(ct)), mT(v)),)
+    return (mm(L.mul(conj(v), as_row(ct)), mT(v)),)
 
 
 def _eigvalsh_jvp(tangents, node):
+    # dw_j = Re v_jᴴ dA v_j
     (t,) = tangents
     if t is None:
         return None
     _, v = eigh_parts(L.bind("eigh", node.inputs[0], uplo=node.attr("uplo")))
-    return L.reduce("sum", L.mul(v, mm(_sym(t), v)), axis=-2)
+    return real_values(L.reduce("sum", L.mul(conj(v), mm(_sym(t), v)), axis=-2))
 
 
-register(Op("eigvalsh", 1, "opaque", _eigvalsh_shape, float_only, _eigvalsh_impl, _eigvalsh_vjp, _eigvalsh_jvp,
+register(Op("eigvalsh", 1, "opaque", _eigvalsh_shape, _values_dtype, _eigvalsh_impl, _eigvalsh_vjp, _eigvalsh_jvp,
             doc="eigenvalues of a symmetric matrix, ascending (LAPACK ?syevd, values only)",
             flops=lambda node: _batch_count(node) * eigh_flops(node.shape[-1], vectors=False), batch=_same_batch, extra=_LAPACK))
 
@@ -340,61 +363,76 @@ def _pad_cols(x, p: int):
 
 def svd_parts(node):
     """(U, s, V) of an svd node, the first k = min(m, n) columns of each (all of a reduced SVD):
-    U (..., m, k), s (..., k), V (..., n, k)."""
+    U (..., m, k), s (..., k) (real, also for a complex matrix), V (..., n, k), A = U diag(s) Vᴴ."""
     m, n = node.inputs[0].shape[-2:]
     k = min(m, n)
-    return (_first_cols(rows(node, 0, m), k), _first_cols(row(node, m), k),
+    return (_first_cols(rows(node, 0, m), k), real_values(_first_cols(row(node, m), k)),
             _first_cols(rows(node, m + 1, m + 1 + n), k))
 
 
 def _svd_jvp(tangents, node):
+    # Townsend 2016 with conjugate transposes: dP = Uᴴ dA V, ds = Re diag(dP), dU = U (F ∘ (dP S + S dPᴴ)),
+    # dV = V (F ∘ (S dP + dPᴴ S)), F_ij = 1/(s_j² - s_i²); complex: plus U diag(i Im(dP_ii) / s_i), the phase that
+    # keeps dA = dU S Vᴴ + U dS Vᴴ + U S dVᴴ in the gauge diag(Vᴴ dV) = 0 (as JAX's)
     (t,) = tangents
     if t is None:
         return None
     u, s, v = svd_parts(node)
     m, n = node.inputs[0].shape[-2:]
     k = min(m, n)
-    dp = mm(mT(u), mm(t, v))                          # U^T dA V (k, k)
-    ds = diag_part(dp)
+    cplx = node.dtype.kind == "c"
+    dp = mm(mH(u), mm(t, v))                          # U^H dA V (k, k)
+    ds = real_values(diag_part(dp))
     f = inverse_gaps(L.mul(s, s), max(m, n))
     srow = as_row(s)
     dps = L.mul(dp, srow)                             # dP S
     sdp = L.mul(as_col(s), dp)                        # S dP
-    du = mm(u, L.mul(f, L.add(dps, mT(dps))))
-    dv = mm(v, L.mul(f, L.add(sdp, mT(sdp))))
+    du = mm(u, L.mul(f, L.add(dps, mH(dps))))
+    dv = mm(v, L.mul(f, L.add(sdp, mH(sdp))))
     sinv = as_row(safe_inverse_values(s, max(m, n)))
+    if cplx:
+        phase = L.mul(as_row(L.bind("complex", L.zeros_like(ds), L.bind("imag", diag_part(dp)))), sinv)
+        du = L.add(du, L.mul(u, phase))
     if m > k:
         tv = mm(t, v)
-        du = L.add(du, L.mul(L.sub(tv, mm(u, mm(mT(u), tv))), sinv))
+        du = L.add(du, L.mul(L.sub(tv, mm(u, mm(mH(u), tv))), sinv))
     if n > k:
-        tu = mm(mT(t), u)
-        dv = L.add(dv, L.mul(L.sub(tu, mm(v, mm(mT(v), tu))), sinv))
+        tu = mm(mH(t), u)
+        dv = L.add(dv, L.mul(L.sub(tu, mm(v, mm(mH(v), tu))), sinv))
     p = node.shape[-1]  # full SVD: the extra columns get a zero tangent (their cotangent is ignored)
-    return _pack(_pad_cols(du, p), _pad_cols(as_row(ds), p), _pad_cols(dv, p))
+    return _pack(_pad_cols(du, p), _pad_cols(_as_dtype(as_row(ds), node.dtype), p), _pad_cols(dv, p))
 
 
 def _svd_vjp(ct, node):
+    # the transpose of the JVP. Complex: with JAX's cotangents (no conjugation), the conjugate of the rule for the
+    # gradients G = conj(cotangent) in the inner product Re tr(Xᴴ Y):
+    # Abar = U (J S + diag(sbar) + S K + diag(i Im(Uᴴ G_U)_ii / s_i)) Vᴴ + (I - U Uᴴ) G_U S^-1 Vᴴ
+    #        + U S^-1 G_Vᴴ (I - V Vᴴ), J = F ∘ (Uᴴ G_U - G_Uᴴ U), K = F ∘ (Vᴴ G_V - G_Vᴴ V)
     u, s, v = svd_parts(node)
     m, n = node.inputs[0].shape[-2:]
     k = min(m, n)
+    cplx = node.dtype.kind == "c"
     # full SVD: the cotangent of U's (V's) columns past k is ignored (they are any basis of a complement)
-    ubar, sbar = _first_cols(rows(ct, 0, m), k), _first_cols(row(ct, m), k)
-    vbar = _first_cols(rows(ct, m + 1, m + 1 + n), k)
+    ubar, sbar = conj(_first_cols(rows(ct, 0, m), k)), real_values(_first_cols(row(ct, m), k))
+    vbar = conj(_first_cols(rows(ct, m + 1, m + 1 + n), k))
     f = inverse_gaps(L.mul(s, s), max(m, n))
-    utu = mm(mT(u), ubar)
-    vtv = mm(mT(v), vbar)
-    j = L.mul(f, L.sub(utu, mT(utu)))                 # F o (U^T Ubar - Ubar^T U)
-    kk = L.mul(f, L.sub(vtv, mT(vtv)))                # F o (V^T Vbar - Vbar^T V)
+    utu = mm(mH(u), ubar)
+    vtv = mm(mH(v), vbar)
+    j = L.mul(f, L.sub(utu, mH(utu)))                 # F o (U^H Ubar - Ubar^H U)
+    kk = L.mul(f, L.sub(vtv, mH(vtv)))                # F o (V^H Vbar - Vbar^H V)
     inner = L.add(L.add(L.mul(j, as_row(s)), diag_embed(sbar)), L.mul(as_col(s), kk))
-    abar = mm(u, mm(inner, mT(v)))
     sinv = as_row(safe_inverse_values(s, max(m, n)))
-    if m > k:  # (I - U U^T) Ubar S^-1 V^T
+    if cplx:
+        im = L.mul(L.bind("imag", diag_part(utu)), L.reshape(sinv, s.shape))
+        inner = L.add(inner, diag_embed(L.bind("complex", L.zeros_like(im), im)))
+    abar = mm(u, mm(inner, mH(v)))
+    if m > k:  # (I - U U^H) Ubar S^-1 V^H
         pu = L.sub(ubar, mm(u, utu))
-        abar = L.add(abar, mm(L.mul(pu, sinv), mT(v)))
-    if n > k:  # U S^-1 Vbar^T (I - V V^T)
+        abar = L.add(abar, mm(L.mul(pu, sinv), mH(v)))
+    if n > k:  # U S^-1 Vbar^H (I - V V^H)
         pv = L.sub(vbar, mm(v, vtv))
-        abar = L.add(abar, mm(L.mul(u, sinv), mT(pv)))
-    return (abar,)
+        abar = L.add(abar, mm(L.mul(u, sinv), mH(pv)))
+    return (conj(abar),)
 
 
 def svd_flops(m: int, n: int, vectors: bool = True) -> int:
@@ -404,26 +442,28 @@ def svd_flops(m: int, n: int, vectors: bool = True) -> int:
     return int(4 * m * m * n + 8 * m * n * n + 9 * n ** 3) if vectors else int(4 * m * n * n - 4 / 3 * n ** 3)
 
 
-register(Op("svd", 1, "opaque", _svd_shape, float_only, _svd_impl, _svd_vjp, _svd_jvp,
-            doc="singular value decomposition packed as (..., m+1+n, p): rows U, then s (descending), then V = Vt^T "
-                "(LAPACK ?gesdd)",
+register(Op("svd", 1, "opaque", _svd_shape, inexact, _svd_impl, _svd_vjp, _svd_jvp,
+            doc="singular value decomposition packed as (..., m+1+n, p): rows U, then s (descending; real, stored in "
+                "the complex dtype for complex input), then V = Vtᴴ (LAPACK ?gesdd)",
             flops=lambda node: _batch_count(node) * svd_flops(*node.inputs[0].shape[-2:]), batch=_same_batch, extra=_LAPACK))
 
 
 def _svdvals_vjp(ct, node):
+    # U diag(sbar) Vᴴ's conjugate, conj(U) diag(sbar) Vᵀ (U diag(sbar) Vᵀ for real matrices)
     u, _, v = svd_parts(L.bind("svd", node.inputs[0], full=False))
-    return (mm(L.mul(u, as_row(ct)), mT(v)),)
+    return (mm(L.mul(conj(u), as_row(ct)), mT(v)),)
 
 
 def _svdvals_jvp(tangents, node):
+    # ds_i = Re u_iᴴ dA v_i
     (t,) = tangents
     if t is None:
         return None
     u, _, v = svd_parts(L.bind("svd", node.inputs[0], full=False))
-    return L.reduce("sum", L.mul(u, mm(t, v)), axis=-2)
+    return real_values(L.reduce("sum", L.mul(conj(u), mm(t, v)), axis=-2))
 
 
-register(Op("svdvals", 1, "opaque", _svdvals_shape, float_only, _svdvals_impl, _svdvals_vjp, _svdvals_jvp,
+register(Op("svdvals", 1, "opaque", _svdvals_shape, _values_dtype, _svdvals_impl, _svdvals_vjp, _svdvals_jvp,
             doc="singular values, descending (LAPACK ?gesdd, values only)",
             flops=lambda node: _batch_count(node) * svd_flops(*node.inputs[0].shape[-2:], vectors=False),
             batch=_same_batch, extra=_LAPACK))
