@@ -314,8 +314,15 @@ def _emit_loop_kernels(cx: LoweringContext, prog: Program, ref: dict, nthreads: 
     return _LoopKernels(calls, plans, len(shared))
 
 
+#: A kernel function with more arguments than this (its buffers) stays out of `entry`: inlined,
+#: the copies of a wide stack (the xs of a rolled loop over 256 weight matrices) became 256
+#: `memcpy` calls in one block of `entry` with the inputs' pointer loads, and X86 instruction
+#: selection on that block took most of the compile (bench/w5_depth.py, L = 256).
+WIDE_KERNEL_ARGS = 24
+
+
 def _mark_noinline(prog: Program, calls: dict, shared: dict, uses: dict, chunked: set) -> None:
-    """Keep big programs' kernels, shared kernels and chunked kernels out of `entry` (`noinline`).
+    """Keep big programs' kernels, shared, chunked and wide kernels out of `entry` (`noinline`).
 
     Inlined (internal functions called once), a big program's kernels would make one function
     as big as the whole graph, the superlinear case for LLVM that the kernel cost cap avoids
@@ -333,7 +340,7 @@ def _mark_noinline(prog: Program, calls: dict, shared: dict, uses: dict, chunked
             big = True
             break
     for f in shared.values():
-        if big or uses[f.name] > 1 or f.name in chunked:
+        if big or uses[f.name] > 1 or f.name in chunked or len(f.args) > WIDE_KERNEL_ARGS:
             f.attributes.add("noinline")
 
 
