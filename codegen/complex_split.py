@@ -21,6 +21,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .complex_elementary import ELEMENTARY, cpow
+
 __all__ = ["split_complex", "ComplexExecutable", "has_complex", "PAIR_OPS"]
 
 _tags = itertools.count()
@@ -32,7 +34,8 @@ PARTWISE = frozenset({
 })
 #: Every complex op the split lowers natively.
 PAIR_OPS = PARTWISE | {"input", "constant", "cast", "add", "sub", "neg", "mul", "div", "conj", "real", "imag",
-                       "complex", "complex_abs", "exp", "where", "eq", "ne", "matmul", "pow",
+                       "complex", "complex_abs", "exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "where", "eq",
+                       "ne", "matmul", "pow",
                        "fft_c2c", "fft_r2c", "fft_c2r"}
 #: The FFT primitives (symgraph.ops.fourier): each one `fft_parts` node (symgraph.ops.fourier_parts) on the
 #: parts, run by the native FFT (codegen/llvm/fft.py) with its constant table.
@@ -159,19 +162,15 @@ def _rule(n: Any, val: dict, b: Any, L: Any) -> Any:
         return _smith_div(*ins[0], *ins[1], L)
     if name == "pow":
         k = _integer_exponent(n.inputs[1])
-        if k is None or isinstance(ins[1], tuple) and n.inputs[1].dtype.kind != "c":
-            _refuse(n)
+        if k is None:  # exp(b log a), with NumPy's rules for a zero base or exponent
+            return cpow(ins[0], ins[1])
         return _int_power(ins[0], k, L)
     if name in FFT_KINDS:
         return _fft(n, ins, val, L)
     if name == "complex_abs":
         return L.binary("hypot", ins[0][0], ins[0][1])
-    if name == "exp":
-        x, y = ins[0]
-        e = L.unary("exp", x)
-        y0 = L.binary("eq", y, 0.0)
-        # NumPy's cexp: y = 0 gives (exp(x), y) exactly (no 0 * inf for an infinite exp(x))
-        return (L.where(y0, e, e * L.unary("cos", y)), L.where(y0, y, e * L.unary("sin", y)))
+    if name in ELEMENTARY:
+        return ELEMENTARY[name](*ins[0])
     if name == "where":
         c, a, bb = ins
         return (L.bind("where", c, a[0], bb[0]), L.bind("where", c, a[1], bb[1]))
