@@ -135,19 +135,22 @@ def ctanh(x: Any, y: Any) -> tuple[Any, Any]:
     im = L.where(_and(L.binary("eq", ax, INF), _not(_finite(y))), L.binary("copysign", _full(x, 0.0), y), im)
     im = L.where(L.binary("eq", y, 0.0), y, im)
     re = L.where(_and(_finite(x), _not(_finite(y))), _full(x, float("nan")), re)  # C99: tanh(x + i·inf) = NaN
+    re = L.where(L.binary("eq", x, 0.0), x, re)  # C11: tanh(±0 + i·inf or NaN) = ±0 + i·NaN
     return re, im
 
 
 def csin(x: Any, y: Any) -> tuple[Any, Any]:
     """sin z = -i sinh(iz) (C99 G.5.1): sin x cosh y + i cos x sinh y, with csinh's special values."""
     re, im = csinh(L.neg(y), x)
-    # sin(NaN ± i·inf) = NaN + i·inf (the sign is unspecified in C99; NumPy's C library gives +inf)
-    return im, L.where(_and(L.binary("ne", x, x), L.binary("eq", _abs(y), INF)), _full(x, INF), L.neg(re))
+    # sin(inf or NaN ± i·inf) = NaN + i·inf (the sign is unspecified in C99; NumPy's C library gives +inf)
+    return im, L.where(_and(_not(_finite(x)), L.binary("eq", _abs(y), INF)), _full(x, INF), L.neg(re))
 
 
 def ccos(x: Any, y: Any) -> tuple[Any, Any]:
     """cos z = cosh(iz) (C99 G.5.1): cos x cosh y - i sin x sinh y, with ccosh's special values."""
-    return ccosh(L.neg(y), x)
+    re, im = ccosh(L.neg(y), x)
+    # cos(±0 + i·NaN) = NaN ± i0 (the zero's sign is unspecified in C99; NumPy's C library gives x's)
+    return re, L.where(_and(L.binary("eq", x, 0.0), L.binary("ne", y, y)), x, im)
 
 
 def ctan(x: Any, y: Any) -> tuple[Any, Any]:
@@ -210,10 +213,15 @@ def csqrt(x: Any, y: Any) -> tuple[Any, Any]:
 
 
 def cexp(x: Any, y: Any) -> tuple[Any, Any]:
-    """exp z = e^x (cos y + i sin y), with NumPy's shortcut exp(x ± i0) = e^x ± i0 (no 0·inf)."""
+    """exp z = e^x (cos y + i sin y) (C99 G.6.3.1), with NumPy's shortcut exp(x ± i0) = e^x ± i0 (no 0·inf)."""
     e = L.unary("exp", x)
     y0 = L.binary("eq", y, 0.0)
-    return L.where(y0, e, e * L.unary("cos", y)), L.where(y0, y, e * L.unary("sin", y))
+    re, im = L.where(y0, e, e * L.unary("cos", y)), L.where(y0, y, e * L.unary("sin", y))
+    # exp(-inf + i·inf or NaN) = ±0 ± i0, exp(+inf + i·inf or NaN) = inf + i·NaN (C99 G.6.3.1)
+    odd = _not(_finite(y))
+    lo, hi = _and(odd, L.binary("eq", x, -INF)), _and(odd, L.binary("eq", x, INF))
+    zero = L.where(L.binary("eq", y, y), L.binary("copysign", _full(x, 0.0), y), _full(x, 0.0))
+    return L.where(lo, _full(x, 0.0), L.where(hi, _full(x, INF), re)), L.where(lo, zero, im)
 
 
 def cpow(a: tuple, b: tuple) -> tuple[Any, Any]:

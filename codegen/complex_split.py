@@ -5,13 +5,16 @@ float32/float64 nodes, its real and imaginary parts, so the rest of the backend 
 loops, BLAS) compiles it unchanged: complex arithmetic becomes vectorized real arithmetic in the fused
 loops. A complex argument is passed as two real arrays and a complex result is assembled from two
 (`ComplexExecutable`). The formulas are NumPy's where NumPy states one (Smith's division with NumPy's
-branch and zero-divisor rule, `exp(x)·(cos y, sin y)` with NumPy's y = 0 shortcut); NumPy's own loops may
-fuse a multiply-add in the product or scale |z| differently, so compiled values agree with NumPy's
-to a few ulps, not bit for bit (tests/test_complex.py measures it).
+branch and zero-divisor rule, NumPy's repeated products for integer powers); the elementary functions
+(exp, log, sqrt, sin, cos, tan, tanh, other powers) are Kahan's stable formulas with C99 Annex G's special
+values (codegen.complex_elementary). NumPy's own loops may fuse a multiply-add in the product or scale |z|
+differently, so compiled values agree with NumPy's to a few ulps, not bit for bit (tests/test_complex.py
+measures it).
 
 The FFT primitives (fft_c2c, fft_r2c, fft_c2r) become `fft_parts` nodes on the parts, which compiled
-code runs with its own FFT (codegen/llvm/fft.py). Ops without a pair rule here (log, sqrt, sin, cos, pow with a non-integer exponent, prod, einsum, ...) make `split_complex` raise an
-UnsupportedOpError naming the op and suggesting backend="numpy" (docs/complex.md lists both sets).
+code runs with its own FFT (codegen/llvm/fft.py). Ops without a pair rule here (prod, cumsum, einsum,
+loops with complex carries, ...) make `split_complex` raise an UnsupportedOpError naming the op and
+suggesting backend="numpy" (docs/complex.md lists both sets).
 """
 
 from __future__ import annotations
