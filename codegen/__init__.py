@@ -171,22 +171,23 @@ def _plan_lapack_scratch(prog: Any, bp: Any, raw_entry: bool) -> Any:
     placed at the end of the arena of `bp` (grown in place); None when the program calls no LAPACK.
 
     Raises:
-        UnsupportedOpError: a LAPACK call inside a loop body (`raw_entry`), whose errors would go unseen.
+        UnsupportedOpError: a LAPACK call that may fail inside a loop body (`raw_entry`), whose errors would
+            go unseen (argsort and pivots_to_permutation never fail).
     """
-    from .cpu.lapack import plan_lapack
+    from .cpu.lapack import NEVER_FAIL, plan_lapack
     from .kernels.tasks import KernelKind
 
     lapack = plan_lapack([t.node for k in prog.kernels if k.kind is KernelKind.LAPACK for t in k.tasks],
                          bp.arena_bytes)
-    if lapack is not None and raw_entry:
+    if lapack is not None and raw_entry and any(c.routine not in NEVER_FAIL for c in lapack.order):
         from symgraph.errors import UnsupportedOpError
 
-        first = lapack.order[0]
-        if first.routine == "fft":
+        bad = next(c for c in lapack.order if c.routine not in NEVER_FAIL)
+        if bad.routine == "fft":
             raise UnsupportedOpError("codegen: an FFT inside a loop body (sg.scan, sg.fori_loop) is not compiled "
                                      "natively yet (its workspace is the program's arena); use backend='numpy', or "
                                      "call it outside the loop")
-        raise UnsupportedOpError(f"codegen: {lapack.order[0].op} inside a loop body (sg.scan, sg.fori_loop) is "
+        raise UnsupportedOpError(f"codegen: {bad.op} inside a loop body (sg.scan, sg.fori_loop) is "
                                  f"not compiled natively (its LAPACK errors would go unseen); use "
                                  f"backend='numpy', or call it outside the loop")
     if lapack is not None:

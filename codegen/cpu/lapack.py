@@ -17,6 +17,7 @@ LAPACK calls, matrix after matrix. The routines are the ILP64 Fortran symbols of
 | lu | ?getrf | the input's (as scipy's lu_factor) | column-major copy |
 | pivots_to_permutation | (native swaps, no LAPACK) | integers | - |
 | fft_parts (the FFT primitives on split parts) | "fft": the native FFT of codegen/llvm/fft.py, no LAPACK | the input's | rows, contiguous |
+| argsort | (native LSD radix sort per row, no LAPACK: codegen/llvm/sort.py) | integer keys of the values | - |
 
 A row-major matrix is the column-major matrix of its transpose, so a Cholesky factor and a
 triangular solve need no transposed copy: the lower factor L of a row-major a is the upper
@@ -46,10 +47,14 @@ from symgraph.ir import meta
 
 from .blas import blas_library, loaded_library
 
-__all__ = ["LapackCall", "LapackPlan", "plan_lapack", "lapack_error", "NONFINITE", "STATUS_WORDS", "symbol"]
+__all__ = ["LapackCall", "LapackPlan", "plan_lapack", "lapack_error", "NEVER_FAIL", "NONFINITE", "STATUS_WORDS",
+           "sort_digits", "symbol"]
 
 #: int64 words of the status slot: call number + 1, info, batch index, detail.
 STATUS_WORDS = 4
+
+#: The routines that never fail (no status to read), so that they may run inside a loop body.
+NEVER_FAIL = ("perm", "sort")
 
 #: The info value a call reports for a matrix with a NaN or an infinity (checked before LAPACK runs).
 NONFINITE = -(1 << 40)
@@ -122,8 +127,9 @@ class LapackCall:
         node: the eigh / eigvalsh / svd / svdvals / qr / cholesky / triangular_solve / lu /
             pivots_to_permutation node.
         op: its op name; routine: "syevd", "gesdd", "geqrf" (+ "orgqr"), "potrf", "trsm", "getrf",
-            "chol_rev" (cholesky_vjp: BLAS calls), "perm" (pivots_to_permutation: native swaps, no LAPACK) or
-            "fft" (fft_parts: the native FFT, no LAPACK; uplo holds its kind, trans its inverse flag).
+            "chol_rev" (cholesky_vjp: BLAS calls), "perm" (pivots_to_permutation: native swaps, no LAPACK),
+            "fft" (fft_parts: the native FFT, no LAPACK; uplo holds its kind, trans its inverse flag) or
+            "sort" (argsort: a native radix sort, no LAPACK; m is the key width, nrhs the digit width).
         dtype: the routine's working precision ("<f8" or "<f4"; for "perm" the integers').
         batch, m, n: matrices and their shape; jobz, uplo: LAPACK's job letters.
         batch_shape: the leading (batch) dimensions, to name a failing matrix.
@@ -176,6 +182,8 @@ def plan_call(node: Any) -> LapackCall:
         n = x.shape[-1]
         return LapackCall(node, op, "perm", _batch(x.shape[:-1]), 1, n, dtype=x.dtype.str,
                           batch_shape=tuple(x.shape[:-1]))
+    if op == "argsort":
+        return _plan_sort(node, x)
     if op in _FACTOR:
         return _plan_factor(node, op, x)
     if op == "fft_parts":  # the native FFT (codegen/llvm/fft.py): no LAPACK, a workspace of one row's transform
@@ -258,6 +266,36 @@ def _plan_factor(node: Any, op: str, x: Any) -> LapackCall:
                           trans=trans, unit=node.attr("unit_diagonal"), nrhs=node.shape[-1], batch_shape=lead)
     c = LapackCall(node, op, routine, _batch(lead), n, n, dtype=x.dtype.str, batch_shape=lead)
     _layout(c, [("a", n * n)], [("ipiv", n)], x.dtype.itemsize)
+    return c
+
+
+#: Rows up to this length sort by straight insertion (Knuth, TAOCP vol. 3, 5.2.1, algorithm S), longer ones
+#: by LSD radix sort (5.2.5): its histograms cost more than insertion's n²/4 moves below about this length.
+SORT_INSERTION_MAX = 24
+
+#: Rows of at least this length sort by 11-bit digits (2048 buckets; 6 passes over 64-bit keys, 3 over 32-bit
+#: ones), shorter ones by bytes (256 buckets; 8 or 4 passes), whose histograms are cheaper to clear and sum.
+SORT_WIDE_DIGITS_MIN = 1 << 16
+
+
+def sort_digits(n: int) -> int:
+    """The digit width in bits of the radix sort of rows of length n (0: straight insertion)."""
+    if n <= SORT_INSERTION_MAX:
+        return 0
+    return 11 if n >= SORT_WIDE_DIGITS_MIN else 8
+
+
+def _plan_sort(node: Any, x: Any) -> LapackCall:
+    """argsort (native, no LAPACK): per row, keys (two buffers, 32- or 64-bit), an int64 index buffer and the
+    digit histograms; `m` holds the key width in bits, `nrhs` the digit width (0: insertion sort)."""
+    n = x.shape[-1]
+    width = 64 if x.dtype.itemsize == 8 else 32
+    bits = sort_digits(n)
+    c = LapackCall(node, "argsort", "sort", _batch(x.shape[:-1]), width, n, dtype=x.dtype.str, nrhs=bits,
+                   batch_shape=tuple(x.shape[:-1]))
+    passes = -(-width // bits) if bits else 0
+    hist = [("ib", n), ("hist", passes << bits)] if bits else []
+    _layout(c, [("ka", n), ("kb", n if bits else 0)], hist, width // 8)
     return c
 
 

@@ -25,6 +25,7 @@ executable raises `symgraph.errors.LinAlgError` at the user's line.
 - "perm" (pivots_to_permutation) applies the pivot swaps to the identity permutation.
 - "fft" (fft_parts) is no LAPACK routine: one call of the native FFT's row function
   (`codegen.llvm.fft.fft_node_function`) over the batch, its workspace in the same scratch.
+- "sort" (argsort) is a native radix sort per row, `codegen.llvm.sort`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from symgraph.errors import UnsupportedOpError
 
 from ..cpu.lapack import NONFINITE, LapackCall, symbol
 from .context import F64, I8, I64, PTR, VOID, LoweringContext, for_range, ll_type
+from .sort import emit_sort
 
 __all__ = ["emit_lapack"]
 
@@ -169,6 +171,9 @@ def emit_lapack(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], i
     node = call.node
     if call.routine == "fft":
         _emit_fft(cx, call, ptr_of, scratch)
+        return
+    if call.routine == "sort":
+        emit_sort(cx, call, ptr_of, scratch)
         return
     if call.routine in _FACTOR:
         if call.batch == 0 or node.size == 0 or call.n == 0:

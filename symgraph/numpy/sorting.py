@@ -1,20 +1,27 @@
 """Sorting along an axis: sort, argsort, partition, argpartition (stable, NaN last, as NumPy); searchsorted.
 
-A stable argsort along the axis, then a gather of the values. Rows of up to
-RANK_SORT_MAX (32) elements rank by pairwise comparison (rank_i = #{j : x_j <
-x_i or (x_j == x_i and j < i)}, O(n^2), few nodes); longer rows run Batcher's
-bitonic sorting network on (key, index) pairs, padded to a power of two:
-O(n log^2 n) work in log2(N)(log2(N)+1)/2 elementwise stages. Measured with
-the LLVM backend (2 cores): sorting 1 x 4096 takes 0.2 ms (NumPy 0.02 ms),
-1 x 65536 5-7 ms (NumPy 0.35 ms) and compiles in 1.2 s (5.6k nodes); 1000 x
-1000 along either axis 50-60 ms (NumPy 4-6 ms): each stage writes the keys
-and the (int32) indices once, so long rows are memory bound. The derivative
-of sort goes through the gather (a scatter back), O(n); argsort's value is
-int64 and has no derivative. At ties the derivative follows the stable order
-(the first tied input gets the first output's cotangent). partition returns
-the fully sorted array, which satisfies NumPy's contract (the kth element in
-place, smaller before, larger after); NumPy's order inside the two sides is
-unspecified. Composites of primitives, as the rest of numpy/structural.py.
+One primitive, `argsort` (symgraph/ops/structural.py): the stable sorting
+permutation of every row of the last axis, int64, in NumPy's kind="stable"
+order (NaN last, in input order; -0.0 and 0.0 equal, in input order). The
+sorted axis is moved last; sort is argsort's permutation gathered from the
+values (`take_along_axis`), so its values are NumPy's bit for bit (with
+NumPy's default kind, which is not stable, only the order of -0.0 and 0.0
+and of NaNs with different payloads can differ), and its derivative goes
+through the gather (a scatter back), O(n), differentiating again. At ties
+the derivative follows the stable order (the first tied input gets the
+first output's cotangent). argsort's value is int64 and has no derivative.
+
+Compiled (the LLVM backend), argsort is a native LSD radix sort per row on
+integer keys of the values, with the index as payload; rows up to 24
+elements by straight insertion (codegen/llvm/sort.py, after Knuth, TAOCP
+vol. 3, 5.2.1 and 5.2.5). The evaluator calls np.argsort(kind="stable").
+Timings against NumPy: docs/tracing.md, "Sorting".
+
+partition and argpartition return the full sort (the stable argsort): a
+valid partition, since NumPy's contract only asks the kth element in place,
+no larger ones before it and no smaller ones after, and leaves the order
+inside the two sides unspecified; introselect would be O(n) instead of a
+sort's passes.
 
 searchsorted is a vectorized bisection: every value of v keeps its own
 bracket [lo, hi) into the sorted array and halves it ceil(log2(n + 1))
@@ -32,115 +39,20 @@ import numpy as _np
 from .. import lax as L
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir import Node
-from .layout import moveaxis, ravel, reshape
+from .layout import moveaxis, ravel
 from .logic import isnan
-from .structural import _arr, _axis, _full, _shape_errors, _take_slice, _traced
+from .structural import _arr, _axis, _full, _shape_errors, _traced
 from .along_axis import _take_last
 
 __all__ = ["argpartition", "argsort", "partition", "searchsorted", "sort"]
 
 
-# ----- sorting (the module docstring has the algorithms and their cost) -----
-
-
-def _before(xj: Any, xi: Any, stable_lower: _np.ndarray) -> Any:
-    """Whether x_j sorts before x_i: x_j < x_i, or equal (both NaN counts as equal) with j < i; NaN last."""
-    less = L.binary("lt", xj, xi)
-    eq = L.binary("eq", xj, xi)
-    if xj.dtype.kind == "f":
-        nj, ni = isnan(xj), isnan(xi)
-        less = L.binary("logical_or", less, L.binary("logical_and", ni, L.unary("logical_not", nj, float_op=False)))
-        eq = L.binary("logical_or", eq, L.binary("logical_and", ni, nj))
-    return L.binary("logical_or", less, L.binary("logical_and", eq, L.broadcast_to(L.constant(stable_lower), eq.shape)))
-
-
-RANK_SORT_MAX = 32
-"""Rows up to this length sort by pairwise ranks (O(n^2), few nodes); longer ones by a bitonic network."""
+# ----- sorting (the module docstring has the algorithm and its cost) -----
 
 
 def _argsort_last(x: Node) -> Node:
-    """Stable argsort along the last axis (int64)."""
-    if x.shape[-1] > RANK_SORT_MAX:
-        return _argsort_bitonic(x)
-    return _argsort_rank(x)
-
-
-def _pair_before(ak: Any, ai: Any, bk: Any, bi: Any, n: int, padded: bool) -> Any:
-    """Whether element (key ak, index ai) sorts before (bk, bi): NaN last, ties by index; indices >= n
-    (padding) after everything."""
-    less = L.binary("lt", ak, bk)
-    eq = L.binary("eq", ak, bk)
-    if ak.dtype.kind == "f":
-        na, nb = isnan(ak), isnan(bk)
-        less = L.binary("logical_or", less, L.binary("logical_and", nb, L.unary("logical_not", na, float_op=False)))
-        eq = L.binary("logical_or", eq, L.binary("logical_and", na, nb))
-    out = L.binary("logical_or", less, L.binary("logical_and", eq, L.binary("lt", ai, bi)))
-    if padded:
-        lim = L.constant(_np.asarray(n, ai.dtype))
-        pa, pb = L.binary("ge", ai, lim), L.binary("ge", bi, lim)
-        out = L.where(L.binary("eq", pa, pb), out, pb)   # exactly one is padding: it sorts last
-    return out
-
-
-def _argsort_bitonic(x: Node) -> Node:
-    """Stable argsort along the last axis by Batcher's bitonic sorting network on (key, index) pairs.
-
-    The sorted axis is moved first, so every stage works on whole rows of the
-    other axes (contiguous, vectorized). It is padded to N = 2^ceil(log2 n);
-    each of the log2(N)(log2(N)+1)/2 stages compare-exchanges the pairs
-    (i, i ^ j) of a reshape (N/2j, 2, j, rest...), ascending or descending by
-    bit k of i (a constant mask). Ordering the distinct (key, index) pairs
-    makes the result the stable order. O(N log^2 N) elementwise work,
-    O(log^2 N) graph nodes.
-    """
-    n = x.shape[-1]
-    keys = moveaxis(x, -1, 0)                               # (n, rest...)
-    rest = keys.shape[1:]
-    ones = (1,) * len(rest)
-    big = 1 << (n - 1).bit_length()
-    if big != n:
-        keys = L.bind("concatenate", keys, _full((big - n,) + rest, 0, x.dtype), axis=0)
-    itype = _np.int32 if big < 2 ** 31 else _np.int64   # narrower indices: less memory per stage
-    idx = L.broadcast_to(L.constant(_np.arange(big, dtype=itype).reshape((big,) + ones)), (big,) + rest)
-    k = 2
-    while k <= big:
-        j = k // 2
-        while j >= 1:
-            blocks = big // (2 * j)
-            shape = (blocks, 2, j) + rest
-            kk, ii = reshape(keys, shape), reshape(idx, shape)
-            half = lambda t, h: reshape(_take_slice(t, 1, h, h + 1), (blocks, j) + rest)  # noqa: E731
-            ak, bk, ai, bi = half(kk, 0), half(kk, 1), half(ii, 0), half(ii, 1)
-            desc = ((_np.arange(blocks, dtype=_np.int64) * 2 * j) & k) != 0
-            desc_n = L.broadcast_to(L.constant(desc.reshape((blocks, 1) + ones)), (blocks, j) + rest)
-            swap = L.where(desc_n, _pair_before(ak, ai, bk, bi, n, big != n),
-                           _pair_before(bk, bi, ak, ai, n, big != n))
-            lo_k, hi_k = L.where(swap, bk, ak), L.where(swap, ak, bk)
-            lo_i, hi_i = L.where(swap, bi, ai), L.where(swap, ai, bi)
-            join = lambda lo, hi: reshape(L.bind("concatenate", reshape(lo, (blocks, 1, j) + rest),  # noqa: E731
-                                                 reshape(hi, (blocks, 1, j) + rest), axis=1), (big,) + rest)
-            keys, idx = join(lo_k, hi_k), join(lo_i, hi_i)
-            j //= 2
-        k *= 2
-    if big != n:
-        idx = _take_slice(idx, 0, 0, n)
-    return moveaxis(L.cast(idx, _np.int64), 0, -1)
-
-
-def _argsort_rank(x: Node) -> Node:
-    """Stable argsort along the last axis (int64), by ranks and the inverse permutation."""
-    n = x.shape[-1]
-    xi = reshape(x, x.shape[:-1] + (n, 1))            # (..., i, 1)
-    xj = reshape(x, x.shape[:-1] + (1, n))            # (..., 1, j)
-    lower = _np.arange(n)[None, :] < _np.arange(n)[:, None]  # [i, j]: j < i
-    shape = x.shape[:-1] + (n, n)
-    bef = _before(L.broadcast_to(xj, shape), L.broadcast_to(xi, shape), lower)
-    rank = L.reduce("sum", L.cast(bef, _np.int64), axis=x.ndim)       # (..., i)
-    # inverse permutation: order[k] = sum_i i * (rank_i == k)
-    ks = L.broadcast_to(L.constant(_np.arange(n, dtype=_np.int64).reshape(n, 1)), shape)  # [k, i]
-    hit = L.binary("eq", L.broadcast_to(reshape(rank, x.shape[:-1] + (1, n)), shape), ks)
-    iota = L.broadcast_to(L.constant(_np.arange(n, dtype=_np.int64)), shape)
-    return L.reduce("sum", L.where(hit, iota, L.constant(_np.int64(0))), axis=x.ndim)
+    """Stable argsort along the last axis (int64): the argsort primitive (symgraph/ops/structural.py)."""
+    return L.bind("argsort", L.asnode(x))
 
 
 def _sort_setup(a: Any, axis: Any, order: Any, op: str) -> tuple[Node, Node, int]:
@@ -160,7 +72,7 @@ def _sort_setup(a: Any, axis: Any, order: Any, op: str) -> tuple[Node, Node, int
 def argsort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None) -> Any:
     """Indices that sort a along axis (int64; stable, NaN last, as NumPy's stable sort). No derivative.
 
-    Algorithm and cost: the module docstring (ranks for short rows, a bitonic network for long ones).
+    Algorithm and cost: the module docstring (the argsort primitive; compiled, a radix sort per row).
     """
     if not _traced(a):
         return _np.argsort(a, axis=axis, kind="stable" if kind is None else kind, order=order)

@@ -501,3 +501,32 @@ register(Op("concatenate", None, "layout", _concat_shape, same_dtype,
             doc="join operands along axis",
             batch=lambda node, bargs, size: rebind(node, [arg(node, bargs, i, size) for i in range(len(node.inputs))],
                                                    axis=node.attr("axis") + 1)))
+
+
+# ----- argsort: the one sorting primitive (np.sort, argsort, partition, median, ... build on it) -----
+
+
+def _argsort_shape(s):
+    if len(s) < 1:
+        raise ShapeError(f"argsort: needs an array of at least one dimension (it sorts the last axis), got shape {s}")
+    return tuple(s)
+
+
+def _argsort_dtype(d):
+    d = np.dtype(d)
+    if d.kind not in "fiu":
+        raise DTypeError(f"argsort: sorts real numbers (floats, signed or unsigned integers), got {d}")
+    return np.dtype(np.int64)
+
+
+def _argsort_flops(node):
+    n = node.shape[-1]
+    return node.size * max(1, n.bit_length())
+
+
+register(Op("argsort", 1, "opaque", _argsort_shape, _argsort_dtype,
+            lambda x: np.argsort(x, axis=-1, kind="stable").astype(np.int64, copy=False), differentiable=False,
+            doc="the stable sorting permutation of every row of the last axis (int64; NaN last, -0.0 equal to 0.0: "
+                "NumPy's kind='stable' order); compiled: an LSD radix sort per row (codegen/llvm/sort.py)",
+            flops=_argsort_flops, batch=lambda node, bargs, size: rebind(node, [bargs[0]]),
+            extra={"lowering": "lapack"}))
