@@ -79,7 +79,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     (`_compile_regions`); the program calls a body once per step from a native loop
     (`codegen.llvm.region`), so compile time does not grow with the trip count.
 
-    Programs whose loops all have at most `LIGHT_PIPELINE_MAX_ELEMENTS` elements
+    Programs whose loops (and LAPACK-lowered nodes) all have at most `LIGHT_PIPELINE_MAX_ELEMENTS` elements
     (scalar code) get the light LLVM pipeline, the others O3 with vectorization
     (`stats["pipeline"]`). Equal loop kernels share one native function (`llvm.module.build_module`);
     the compiler's Python and LLVM structures are freed before this returns
@@ -137,7 +137,11 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         text = module_text(mod, info["prefer_512"])
         del mod  # free the llvmlite objects before LLVM parses the text
         release_session()  # the loop-body IR is not needed any more
-    light = all(k.size <= LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind is KernelKind.LOOP)
+    # LAPACK kernels count by their outputs: sort's and argsort's are native loop nests (a radix sort) like a
+    # loop kernel's
+    light = all(k.size <= LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind is KernelKind.LOOP) and \
+        all(t.node.size <= LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind is KernelKind.LAPACK
+            for t in k.tasks)
     if lapack is not None and any(c.routine == "fft" for c in lapack.order):
         light = False  # the native FFT's loops are to be vectorized (codegen.llvm.fft)
     if light:

@@ -26,4 +26,6 @@ CASES = [
     OpCase("argsort", lambda x: L.bind("argsort", x), lambda x: np.argsort(x, axis=-1, kind="stable"),
            [(((2, 3, 5),), {}), (((40,),), {}), (((1,),), {}), (((4, 1),), {}), (((3, 0),), {}), (((0, 3),), {})],
            (_ties_nans,), order=0),
+    OpCase("sort", lambda x: L.bind("sort", x), lambda x: np.sort(x, axis=-1, kind="stable"),
+           [(((2, 3, 5),), {}), (((40,),), {}), (((1,),), {}), (((4, 1),), {}), (((3, 0),), {})], (real,)),
 ]

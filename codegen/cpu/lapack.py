@@ -17,7 +17,7 @@ LAPACK calls, matrix after matrix. The routines are the ILP64 Fortran symbols of
 | lu | ?getrf | the input's (as scipy's lu_factor) | column-major copy |
 | pivots_to_permutation | (native swaps, no LAPACK) | integers | - |
 | fft_parts (the FFT primitives on split parts) | "fft": the native FFT of codegen/llvm/fft.py, no LAPACK | the input's | rows, contiguous |
-| argsort | (native LSD radix sort per row, no LAPACK: codegen/llvm/sort.py) | integer keys of the values | - |
+| sort, argsort | (native LSD radix sort per row, no LAPACK: codegen/llvm/sort.py) | integer keys of the values | - |
 
 A row-major matrix is the column-major matrix of its transpose, so a Cholesky factor and a
 triangular solve need no transposed copy: the lower factor L of a row-major a is the upper
@@ -129,7 +129,7 @@ class LapackCall:
         op: its op name; routine: "syevd", "gesdd", "geqrf" (+ "orgqr"), "potrf", "trsm", "getrf",
             "chol_rev" (cholesky_vjp: BLAS calls), "perm" (pivots_to_permutation: native swaps, no LAPACK),
             "fft" (fft_parts: the native FFT, no LAPACK; uplo holds its kind, trans its inverse flag) or
-            "sort" (argsort: a native radix sort, no LAPACK; m is the key width, nrhs the digit width).
+            "sort" (sort, argsort: a native radix sort, no LAPACK; m is the key width, nrhs the digit width).
         dtype: the routine's working precision ("<f8" or "<f4"; for "perm" the integers').
         batch, m, n: matrices and their shape; jobz, uplo: LAPACK's job letters.
         batch_shape: the leading (batch) dimensions, to name a failing matrix.
@@ -182,7 +182,7 @@ def plan_call(node: Any) -> LapackCall:
         n = x.shape[-1]
         return LapackCall(node, op, "perm", _batch(x.shape[:-1]), 1, n, dtype=x.dtype.str,
                           batch_shape=tuple(x.shape[:-1]))
-    if op == "argsort":
+    if op in ("sort", "argsort"):
         return _plan_sort(node, x)
     if op in _FACTOR:
         return _plan_factor(node, op, x)
@@ -286,15 +286,17 @@ def sort_digits(n: int) -> int:
 
 
 def _plan_sort(node: Any, x: Any) -> LapackCall:
-    """argsort (native, no LAPACK): per row, keys (two buffers, 32- or 64-bit), an int64 index buffer and the
-    digit histograms; `m` holds the key width in bits, `nrhs` the digit width (0: insertion sort)."""
+    """sort or argsort (native, no LAPACK): per row, keys (two buffers, 32- or 64-bit), for argsort an int64
+    index buffer, and the digit histograms; `m` holds the key width in bits, `nrhs` the digit width (0:
+    insertion sort), `jobz` "V" (sort: the values) or "I" (argsort: the indices)."""
     n = x.shape[-1]
+    op = node.op.name
     width = 64 if x.dtype.itemsize == 8 else 32
     bits = sort_digits(n)
-    c = LapackCall(node, "argsort", "sort", _batch(x.shape[:-1]), width, n, dtype=x.dtype.str, nrhs=bits,
-                   batch_shape=tuple(x.shape[:-1]))
+    c = LapackCall(node, op, "sort", _batch(x.shape[:-1]), width, n, dtype=x.dtype.str, nrhs=bits,
+                   jobz="I" if op == "argsort" else "V", batch_shape=tuple(x.shape[:-1]))
     passes = -(-width // bits) if bits else 0
-    hist = [("ib", n), ("hist", passes << bits)] if bits else []
+    hist = ([("ib", n)] if op == "argsort" else []) + [("hist", passes << bits)] if bits else []
     _layout(c, [("ka", n), ("kb", n if bits else 0)], hist, width // 8)
     return c
 

@@ -88,15 +88,17 @@ class _Row:
         return b.add(d, _c(p << self.bits))
 
 
-def _insertion(r: _Row, keys: ir.Value, idx: ir.Value) -> None:
-    """Straight insertion of (keys[i], idx[i]), i = 1..n-1, into the sorted prefix (TAOCP 5.2.1 S)."""
+def _insertion(r: _Row, keys: ir.Value, idx: ir.Value | None) -> None:
+    """Straight insertion of (keys[i], idx[i]) (idx None: keys alone), i = 1..n-1, into the sorted prefix
+    (TAOCP 5.2.1 S)."""
     b = r.b
     fn = b.function
     kty = r.kty
 
     def one(i: ir.Value) -> None:
         b = r.b
-        k, v = r.load(keys, i, kty), r.load(idx, i, I64)
+        k = r.load(keys, i, kty)
+        v = r.load(idx, i, I64) if idx is not None else None
         pre = b.block
         head = fn.append_basic_block("ins.head")
         test = fn.append_basic_block("ins.test")
@@ -113,7 +115,8 @@ def _insertion(r: _Row, keys: ir.Value, idx: ir.Value) -> None:
         b.cbranch(b.icmp_unsigned(">", kp, k), move, done)   # strictly larger keys move: stable
         b.position_at_end(move)
         r.store(kp, keys, j)
-        r.store(r.load(idx, jm, I64), idx, j)
+        if idx is not None:
+            r.store(r.load(idx, jm, I64), idx, j)
         j.add_incoming(jm, move)
         b.branch(head)
         b.position_at_end(done)
@@ -121,15 +124,18 @@ def _insertion(r: _Row, keys: ir.Value, idx: ir.Value) -> None:
         at.add_incoming(j, head)
         at.add_incoming(j, test)
         r.store(k, keys, at)
-        r.store(v, idx, at)
+        if idx is not None:
+            r.store(v, idx, at)
 
     r.loop(1, r.n, one, "ins")
 
 
-def _radix(r: _Row, out: ir.Value) -> None:
-    """LSD radix sort of (ka, out) (module docstring): histograms, then one counting pass per digit."""
+def _radix(r: _Row, out: ir.Value | None) -> ir.Value:
+    """LSD radix sort of (ka, out) (out None: the keys alone) (module docstring): histograms, then one
+    counting pass per digit. Returns a pointer to the sorted keys (ka or kb)."""
     cx, kty, n = r.cx, r.kty, r.n
-    ka, kb, ib, hist = r.buf["ka"], r.buf["kb"], r.buf["ib"], r.buf["hist"]
+    ka, kb, hist = r.buf["ka"], r.buf["kb"], r.buf["hist"]
+    ib = r.buf.get("ib")
     buckets = 1 << r.bits
     r.loop(0, r.passes * buckets, lambda j: r.store(_c(0), hist, j), "hz")
 
@@ -140,13 +146,15 @@ def _radix(r: _Row, out: ir.Value) -> None:
             r.store(r.b.add(r.load(hist, d, I64), _c(1)), hist, d)
 
     r.loop(0, n, count, "hc")
-    cur = [cx.alloca(PTR, f"sort_{name}") for name in ("sk", "si", "dk", "di")]
-    for slot, p in zip(cur, (ka, out, kb, ib)):
+    pairs = out is not None
+    cur = [cx.alloca(PTR, f"sort_{name}") for name in (("sk", "si", "dk", "di") if pairs else ("sk", "dk"))]
+    for slot, p in zip(cur, (ka, out, kb, ib) if pairs else (ka, kb)):
         r.b.store(p, slot)
     acc = cx.alloca(I64, "sort_sum")
     for p in range(r.passes):
         b = r.b
-        sk, si, dk, di = (b.load(slot, typ=PTR) for slot in cur)
+        ptrs = [b.load(slot, typ=PTR) for slot in cur]
+        sk, si, dk, di = ptrs if pairs else (ptrs[0], None, ptrs[1], None)
         first = r.digit(r.load(sk, _c(0), kty), p)
         with b.if_then(b.icmp_signed("!=", r.load(hist, first, I64), _c(n))):   # else every key has this digit
             b.store(_c(0), acc)
@@ -165,19 +173,59 @@ def _radix(r: _Row, out: ir.Value) -> None:
                 at = r.load(hist, d, I64)
                 r.store(r.b.add(at, _c(1)), hist, d)
                 r.store(k, dk, at)
-                r.store(r.load(si, i, I64), di, at)
+                if pairs:
+                    r.store(r.load(si, i, I64), di, at)
 
             r.loop(0, n, move, f"hm{p}")
-            for slot, v in zip(cur, (dk, di, sk, si)):
+            for slot, v in zip(cur, (dk, di, sk, si) if pairs else (dk, sk)):
                 r.b.store(v, slot)
     b = r.b
-    last = b.load(cur[1], typ=PTR)
-    with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(last, I64), b.ptrtoint(out, I64))):
-        r.loop(0, n, lambda i: r.store(r.load(last, i, I64), out, i), "hcp")
+    if pairs:
+        last = b.load(cur[1], typ=PTR)
+        with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(last, I64), b.ptrtoint(out, I64))):
+            r.loop(0, n, lambda i: r.store(r.load(last, i, I64), out, i), "hcp")
+    return b.load(cur[0], typ=PTR)
+
+
+def _value(b: ir.IRBuilder, key: ir.Value, dtype: np.dtype, tmem: ir.Type) -> ir.Value:
+    """The value of a key (`_key`'s inverse; a NaN or zero key gives one NaN or +0.0, which `_runs` corrects)."""
+    kty = key.type
+    w = kty.width
+    sign = _c(1 << (w - 1), kty)
+    if dtype.kind == "f":
+        pos = b.icmp_unsigned(">=", key, sign)                   # the key of a positive value has the top bit
+        bits = b.select(pos, b.xor(key, sign), b.not_(key))
+        return b.bitcast(bits, tmem)
+    v = b.xor(key, sign) if dtype.kind == "i" else key
+    return b.trunc(v, tmem) if tmem.width < w else v
+
+
+def _runs(r: _Row, src: ir.Value, out: ir.Value, tmem: ir.Type, below: ir.Value, nans: ir.Value) -> None:
+    """Sorted values of a float row: the zeros and the NaNs, which share one key each, copied from the input in
+    input order (the stable order) into their runs: zeros from `below` (the count of negative values), NaNs
+    from n - `nans`. Bit for bit NumPy's: -0.0 stays -0.0, a NaN keeps its sign and payload."""
+    b = r.b
+    zslot, nslot = r.cx.alloca(I64, "sort_z"), r.cx.alloca(I64, "sort_n")
+    b.store(below, zslot)
+    b.store(b.sub(_c(r.n), nans), nslot)
+    zero = ir.Constant(tmem, 0.0)
+
+    def fix(i: ir.Value) -> None:
+        b = r.b
+        v = r.load(src, i, tmem)
+        isz, isn = b.fcmp_ordered("==", v, zero), b.fcmp_unordered("uno", v, v)
+        with b.if_then(b.or_(isz, isn), likely=False):
+            slot = b.select(isz, zslot, nslot)
+            at = b.load(slot, typ=I64)
+            r.store(v, out, at)
+            b.store(b.add(at, _c(1)), slot)
+
+    r.loop(0, r.n, fix, "sfix")
 
 
 def emit_sort(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], ir.Value], scratch: ir.Value) -> None:
-    """Emit argsort of one node (`call`): every row of its input sorted into the node's int64 output."""
+    """Emit sort or argsort of one node (`call`): every row of its input sorted into the node's output (the
+    values, or the int64 permutation)."""
     node = call.node
     if call.batch == 0 or call.n == 0:
         return
@@ -185,23 +233,42 @@ def emit_sort(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], ir.
     dt = np.dtype(x.dtype)
     tmem = mem_type(dt)
     n = call.n
+    pairs = call.jobz == "I"
     src_base, dst_base = ptr_of(x), ptr_of(node)
     r = _Row(cx, call, scratch)
+    flt = dt.kind == "f"
+    below, zeros, nans = (cx.alloca(I64, f"sort_{c}") for c in ("below", "zeros", "nans"))
 
     def one(bi: ir.Value) -> None:
         b = cx.builder
         src = b.gep(src_base, [b.mul(bi, _c(n))], source_etype=tmem)
-        out = b.gep(dst_base, [b.mul(bi, _c(n))], source_etype=I64)
+        out = b.gep(dst_base, [b.mul(bi, _c(n))], source_etype=I64 if pairs else tmem)
+        if flt and not pairs:
+            for c in (below, zeros, nans):
+                b.store(_c(0), c)
 
         def key(i: ir.Value) -> None:
+            b = r.b
             v = r.load(src, i, tmem)
-            r.store(_key(r.b, v, dt, r.kty), r.buf["ka"], i)
-            r.store(i, out, i)
+            r.store(_key(b, v, dt, r.kty), r.buf["ka"], i)
+            if pairs:
+                r.store(i, out, i)
+            elif flt:
+                zero = ir.Constant(tmem, 0.0)
+                for c, test in ((below, b.fcmp_ordered("<", v, zero)), (zeros, b.fcmp_ordered("==", v, zero)),
+                                (nans, b.fcmp_unordered("uno", v, v))):
+                    b.store(b.add(b.load(c, typ=I64), b.zext(test, I64)), c)
 
         r.loop(0, n, key, "sk")
-        if r.bits:
-            _radix(r, out)
-        else:
-            _insertion(r, r.buf["ka"], out)
+        idx = out if pairs else None
+        keys = _radix(r, idx) if r.bits else (_insertion(r, r.buf["ka"], idx) or r.buf["ka"])
+        if pairs:
+            return
+        r.loop(0, n, lambda i: r.store(_value(r.b, r.load(keys, i, r.kty), dt, tmem), out, i), "sv")
+        if flt:
+            bb = r.b
+            nb, nz, nn = (bb.load(c, typ=I64) for c in (below, zeros, nans))
+            with bb.if_then(bb.icmp_signed(">", bb.add(nz, nn), _c(0))):   # zeros or NaNs: their runs from the input
+                _runs(r, src, out, tmem, nb, nn)
 
     for_range(cx.builder, _c(0), _c(call.batch), one, name="sb")

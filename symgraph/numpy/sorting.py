@@ -1,21 +1,23 @@
 """Sorting along an axis: sort, argsort, partition, argpartition (stable, NaN last, as NumPy); searchsorted.
 
-One primitive, `argsort` (symgraph/ops/structural.py): the stable sorting
-permutation of every row of the last axis, int64, in NumPy's kind="stable"
-order (NaN last, in input order; -0.0 and 0.0 equal, in input order). The
-sorted axis is moved last; sort is argsort's permutation gathered from the
-values (`take_along_axis`), so its values are NumPy's bit for bit (with
-NumPy's default kind, which is not stable, only the order of -0.0 and 0.0
-and of NaNs with different payloads can differ), and its derivative goes
-through the gather (a scatter back), O(n), differentiating again. At ties
-the derivative follows the stable order (the first tied input gets the
-first output's cotangent). argsort's value is int64 and has no derivative.
+Two primitives (symgraph/ops/structural.py) sort every row of the last axis
+in NumPy's kind="stable" order (NaN last, in input order; -0.0 and 0.0
+equal, in input order): `sort` (the values, bit for bit NumPy's stable
+sort's; with NumPy's default kind, which is not stable, only the order of
+-0.0 and 0.0 and of NaNs with different payloads can differ) and `argsort`
+(the permutation, int64, equal to np.argsort(kind="stable")). The sorted
+axis is moved last. sort's derivative goes through argsort's permutation
+(a scatter back, O(n); its tangent a gather), which differentiates again;
+at ties it follows the stable order (the first tied input gets the first
+output's cotangent). argsort's value is int64 and has no derivative.
 
-Compiled (the LLVM backend), argsort is a native LSD radix sort per row on
-integer keys of the values, with the index as payload; rows up to 24
-elements by straight insertion (codegen/llvm/sort.py, after Knuth, TAOCP
-vol. 3, 5.2.1 and 5.2.5). The evaluator calls np.argsort(kind="stable").
-Timings against NumPy: docs/tracing.md, "Sorting".
+Compiled (the LLVM backend), both are a native LSD radix sort per row on
+integer keys of the values (argsort with the index as payload, sort with
+the keys alone); rows up to 24 elements by straight insertion
+(codegen/llvm/sort.py, after Knuth, TAOCP vol. 3, 5.2.1 and 5.2.5). The
+evaluator calls NumPy's stable sort. A gradient of sort runs both: the
+values forward, the permutation for the backward sweep. Timings against
+NumPy: docs/tracing.md, "Sorting".
 
 partition and argpartition return the full sort (the stable argsort): a
 valid partition, since NumPy's contract only asks the kth element in place,
@@ -42,7 +44,6 @@ from ..ir import Node
 from .layout import moveaxis, ravel
 from .logic import isnan
 from .structural import _arr, _axis, _full, _shape_errors, _traced
-from .along_axis import _take_last
 
 __all__ = ["argpartition", "argsort", "partition", "searchsorted", "sort"]
 
@@ -83,12 +84,17 @@ def argsort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stab
 def sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None) -> Any:
     """a sorted along axis (flattened when axis is None); NaN last. Derivative through the permutation.
 
-    At ties the derivative follows the stable order. Cost: module docstring.
+    The values are NumPy's stable sort's bit for bit (`kind` is accepted and ignored: every kind gives
+    the same values up to the order of -0.0 and 0.0). At ties the derivative follows the stable order.
+    Algorithm and cost: the module docstring (the sort primitive; compiled, a radix sort per row).
     """
     if not _traced(a):
         return _np.sort(a, axis=axis, kind=kind, order=order)
     vals, keys, ax = _sort_setup(a, axis, order, "sort")
-    return moveaxis(_take_last(vals, _argsort_last(keys)), -1, ax)
+    out = L.bind("sort", keys)
+    if vals.dtype != keys.dtype:  # bool, sorted as int8
+        out = L.cast(out, vals.dtype)
+    return moveaxis(out, -1, ax)
 
 
 def _check_kth(kth: Any, n: int, op: str) -> None:

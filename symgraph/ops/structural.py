@@ -503,30 +503,82 @@ register(Op("concatenate", None, "layout", _concat_shape, same_dtype,
                                                    axis=node.attr("axis") + 1)))
 
 
-# ----- argsort: the one sorting primitive (np.sort, argsort, partition, median, ... build on it) -----
+# ----- sort and argsort: the sorting primitives (np.sort, argsort, partition, median, ... build on them) -----
+# Both sort every row of the last axis in NumPy's kind="stable" order: NaN last (in input order), -0.0 equal
+# to 0.0 (in input order). Compiled, one native routine does both (codegen/llvm/sort.py: an LSD radix sort
+# of keys, with the index as payload for argsort). sort's derivative goes through argsort's permutation.
 
 
-def _argsort_shape(s):
+def _sort_shape(s):
     if len(s) < 1:
-        raise ShapeError(f"argsort: needs an array of at least one dimension (it sorts the last axis), got shape {s}")
+        raise ShapeError(f"sort: needs an array of at least one dimension (it sorts the last axis), got shape {s}")
     return tuple(s)
 
 
-def _argsort_dtype(d):
+def _sort_keys(d, op: str):
     d = np.dtype(d)
     if d.kind not in "fiu":
-        raise DTypeError(f"argsort: sorts real numbers (floats, signed or unsigned integers), got {d}")
-    return np.dtype(np.int64)
+        raise DTypeError(f"{op}: sorts real numbers (floats, signed or unsigned integers), got {d}")
+    return d
 
 
-def _argsort_flops(node):
+def _sort_flops(node):
     n = node.shape[-1]
     return node.size * max(1, n.bit_length())
 
 
-register(Op("argsort", 1, "opaque", _argsort_shape, _argsort_dtype,
+def _flat_last(perm):
+    """perm (..., n) as indices into the flattened rows: perm[..., k] + n * (row number), shape (rows * n,)."""
+    n = perm.shape[-1]
+    rows = int(np.prod(perm.shape[:-1], dtype=np.int64))
+    off = (np.arange(rows, dtype=np.int64) * n).reshape(perm.shape[:-1] + (1,))
+    return L.reshape(L.add(perm, off) if rows > 1 else perm, (rows * n,))
+
+
+def take_last(x, perm):
+    """x[..., perm[..., k]] for every k (x and perm of one shape (..., n)): one gather."""
+    return L.reshape(L.bind("gather", L.reshape(x, (x.size,)), _flat_last(perm), axis=0), x.shape)
+
+
+def untake_last(z, perm):
+    """The inverse: out[..., perm[..., k]] = z[..., k] (one scatter, the transpose of take_last)."""
+    return L.reshape(L.bind("scatter_add", L.reshape(z, (z.size,)), _flat_last(perm), shape=(z.size,), axis=0),
+                     z.shape)
+
+
+def _sort_vjp(ct, node):
+    # y = x[perm]: x̄[perm] = ȳ (a scatter through argsort's permutation; at ties the stable order decides)
+    x = node.inputs[0]
+    return (untake_last(ct, L.bind("argsort", x)),)
+
+
+def _sort_jvp(t, node):
+    (tx,) = t
+    if tx is None:
+        return None
+    return take_last(tx, L.bind("argsort", node.inputs[0]))
+
+
+def _last_batch(node, bargs, size):
+    return rebind(node, [bargs[0]])
+
+
+register(Op("sort", 1, "opaque", _sort_shape, lambda d: _sort_keys(d, "sort"),
+            lambda x: np.sort(x, axis=-1, kind="stable"), _sort_vjp, _sort_jvp,
+            doc="every row of the last axis sorted (NaN last, -0.0 equal to 0.0, NumPy's kind='stable' order); "
+                "derivative through argsort's permutation; compiled: an LSD radix sort of keys per row "
+                "(codegen/llvm/sort.py)",
+            magnitude="input", neg_zero=(0,), copies_input=True, flops=_sort_flops, batch=_last_batch, extra={"lowering": "lapack"}))
+
+
+def _argsort_dtype(d):
+    _sort_keys(d, "argsort")
+    return np.dtype(np.int64)
+
+
+register(Op("argsort", 1, "opaque", lambda s: _sort_shape(s), _argsort_dtype,
             lambda x: np.argsort(x, axis=-1, kind="stable").astype(np.int64, copy=False), differentiable=False,
             doc="the stable sorting permutation of every row of the last axis (int64; NaN last, -0.0 equal to 0.0: "
-                "NumPy's kind='stable' order); compiled: an LSD radix sort per row (codegen/llvm/sort.py)",
-            flops=_argsort_flops, batch=lambda node, bargs, size: rebind(node, [bargs[0]]),
-            extra={"lowering": "lapack"}))
+                "NumPy's kind='stable' order); compiled: an LSD radix sort per row with the index as payload "
+                "(codegen/llvm/sort.py)",
+            flops=_sort_flops, batch=_last_batch, extra={"lowering": "lapack"}))
