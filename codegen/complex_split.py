@@ -12,8 +12,8 @@ differently, so compiled values agree with NumPy's to a few ulps, not bit for bi
 measures it).
 
 The FFT primitives (fft_c2c, fft_r2c, fft_c2r) become `fft_parts` nodes on the parts, which compiled
-code runs with its own FFT (codegen/llvm/fft.py). Ops without a pair rule here (prod, cumsum, einsum,
-loops with complex carries, ...) make `split_complex` raise an UnsupportedOpError naming the op and
+code runs with its own FFT (codegen/llvm/fft.py). Ops without a pair rule here (loops with complex
+carries, the LAPACK factorizations, ...) make `split_complex` raise an UnsupportedOpError naming the op and
 suggesting backend="numpy" (docs/complex.md lists both sets).
 """
 
@@ -33,12 +33,12 @@ _tags = itertools.count()
 #: Ops applied to the real and the imaginary part alike (the same attrs; other inputs passed through).
 PARTWISE = frozenset({
     "copy", "stop_gradient", "broadcast_to", "reshape", "transpose", "slice", "unslice", "sum", "concatenate",
-    "gather", "checkpoint_name", "remat_begin", "remat_end",
+    "gather", "checkpoint_name", "remat_begin", "remat_end", "cumsum",
 })
 #: Every complex op the split lowers natively.
 PAIR_OPS = PARTWISE | {"input", "constant", "cast", "add", "sub", "neg", "mul", "div", "conj", "real", "imag",
                        "complex", "complex_abs", "exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "where", "eq",
-                       "ne", "matmul", "pow",
+                       "ne", "isnan", "matmul", "einsum", "prod", "pow",
                        "fft_c2c", "fft_r2c", "fft_c2r"}
 #: The FFT primitives (symgraph.ops.fourier): each one `fft_parts` node (symgraph.ops.fourier_parts) on the
 #: parts, run by the native FFT (codegen/llvm/fft.py) with its constant table.
@@ -161,6 +161,12 @@ def _rule(n: Any, val: dict, b: Any, L: Any) -> Any:
     if name == "matmul":
         (ar, ai), (br, bi) = ins
         return (L.bind("matmul", ar, br) - L.bind("matmul", ai, bi), L.bind("matmul", ar, bi) + L.bind("matmul", ai, br))
+    if name == "einsum":
+        return _einsum(n, ins, L)
+    if name == "prod":
+        return _prod(n, ins[0], L)
+    if name == "isnan":
+        return L.binary("logical_or", L.unary("isnan", ins[0][0]), L.unary("isnan", ins[0][1]))
     if name == "div":
         return _smith_div(*ins[0], *ins[1], L)
     if name == "pow":
@@ -211,6 +217,58 @@ def _fft(n: Any, ins: list, val: dict, L: Any) -> Any:
         return L.reshape(s, p.shape[1:])
 
     return (half(0), half(1))
+
+
+def _einsum(n: Any, ins: list, L: Any) -> tuple:
+    """A complex einsum as real einsums of the parts: the operands are multilinear, so each choice of the
+    real or imaginary part of every complex operand is one real einsum, i^k for k imaginary parts chosen
+    (2^m einsums for m complex operands: 4 for a product of two, as matmul)."""
+    spec = n.attr("spec")
+    parts = [v if isinstance(v, tuple) else (v,) for v in ins]
+    re, im = [], []
+    for choice in itertools.product(*[range(len(p)) for p in parts]):
+        k = sum(choice)
+        term = L.bind("einsum", *[p[c] for p, c in zip(parts, choice)], spec=spec)
+        (re if k % 2 == 0 else im).append((term, k % 4 >= 2))
+
+    def total(terms: list) -> Any:
+        out = None
+        for term, negative in terms:
+            out = term if out is None and not negative else (L.neg(term) if out is None else
+                                                              (out - term if negative else out + term))
+        return out
+
+    return total(re), total(im)
+
+
+def _prod(n: Any, x: tuple, L: Any) -> tuple:
+    """A complex product over `axes` as a fixed pairwise tree of complex multiplies (NumPy's complex prod
+    multiplies left to right: the same product to rounding). The reduced axes go last and are flattened, as
+    `symgraph.ops.structural._prod_grad` does; each level multiplies the first half by the second (an odd
+    element is carried to the next level), log2(n) levels of elementwise products on slices."""
+    axes = tuple(n.attr("axes"))
+    shape = n.inputs[0].shape
+    kept = tuple(i for i in range(len(shape)) if i not in axes)
+    m = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+    kshape = tuple(shape[i] for i in kept)
+    parts = [L.reshape(L.transpose(p, kept + axes), kshape + (m,)) for p in x]
+    if m == 0:
+        ones = L.reshape(L.bind("sum", parts[0], axes=(len(kshape),)), kshape)
+        return (L.full_like(ones, 1.0), L.full_like(ones, 0.0))
+    nd = len(kshape) + 1
+
+    def take(v: Any, lo: int, hi: int) -> Any:
+        return L.bind("slice", v, starts=(0,) * (nd - 1) + (lo,), stops=kshape + (hi,), steps=(1,) * nd)
+
+    while m > 1:
+        h = m // 2
+        a = [take(p, 0, h) for p in parts]
+        b = [take(p, h, 2 * h) for p in parts]
+        prod = list(_cmul(a, b))
+        if m % 2:
+            prod = [L.bind("concatenate", q, take(p, 2 * h, m), axis=nd - 1) for q, p in zip(prod, parts)]
+        parts, m = prod, h + m % 2
+    return tuple(L.reshape(p, kshape) for p in parts)
 
 
 def _integer_exponent(y: Any) -> int | None:

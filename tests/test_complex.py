@@ -370,6 +370,39 @@ def test_compiled_gradients_through_complex_elementary_functions_match_the_evalu
     np.testing.assert_allclose(sg.compile(h)(z), h(z), rtol=1e-13)
 
 
+def test_llvm_backend_lowers_complex_prod_cumsum_einsum_natively():
+    """prod as a fixed pairwise tree of complex products, cumsum part by part (NumPy's bits), einsum as
+    real einsums of the parts (4 for two complex operands, 8 for three), isnan; and their gradients."""
+    pytest.importorskip("llvmlite")
+    a = RNG.standard_normal((3, 7)) + 1j * RNG.standard_normal((3, 7))
+    b = RNG.standard_normal((7, 4)) + 1j * RNG.standard_normal((7, 4))
+    c = RNG.standard_normal((4, 5)) + 1j * RNG.standard_normal((4, 5))
+    prods = {"axis 1": lambda a: np.prod(a, axis=1), "axis 0, keepdims": lambda a: np.prod(a, axis=0, keepdims=True),
+             "all": lambda a: np.prod(a), "empty": lambda a: np.prod(a[:, :0], axis=1),
+             "complex64": lambda a: np.prod(a.astype(np.complex64), axis=1)}
+    for name, f in prods.items():
+        got, want = sg.compile(f)(a), f(a)
+        assert got.shape == want.shape and got.dtype == want.dtype, name
+        assert _rel_err(got, want) <= 8, name  # a different order of the same products
+    _bits_equal(sg.compile(lambda a: np.cumsum(a, axis=1) + a.cumsum(axis=0))(a),
+                np.cumsum(a, axis=1) + a.cumsum(axis=0))
+    for spec, ops in (("ij,jk->ik", (a, b)), ("ij,jk,kl->il", (a, b, c)), ("ij,jk->ik", (a, b.real)),
+                      ("ij->j", (a,))):
+        got, want = sg.compile(lambda *x: np.einsum(spec, *x))(*ops), np.einsum(spec, *ops)
+        bound = 8 * np.finfo(float).eps * np.einsum(spec, *[np.abs(x) for x in ops])
+        assert got.dtype == want.dtype and np.all(np.abs(got - want) <= bound), spec
+    z = np.array([1 + 1j, complex(np.nan, 0), complex(0, np.nan), 2j])
+    np.testing.assert_array_equal(sg.compile(np.isnan)(z), np.isnan(z))
+
+    def loss(a, b):
+        return (np.sum(np.abs(np.prod(a, axis=1))) + np.real(np.cumsum(a, axis=1) ** 2).sum()
+                + np.sum(np.abs(np.einsum("ij,jk->ik", a, b)) ** 2))
+
+    g = sg.grad(loss, argnums=(0, 1))
+    for got, want in zip(sg.compile(g)(a, b), g(a, b)):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * np.abs(want).max())
+
+
 def test_llvm_backend_refuses_other_complex_ops_with_a_clear_error():
     pytest.importorskip("llvmlite")
 
