@@ -8,6 +8,7 @@ The public API is listed in `__all__`; see README.md and docs/.
 from .ops import (  # noqa: F401  (the rule modules register the primitives; symgraph.ops is the registry)
     comm as _comm_ops,
     custom as _custom_ops,
+    eig as _eig_ops,
     elementwise as _elementwise_ops,
     factor as _factor_ops,
     fourier as _fourier_ops,

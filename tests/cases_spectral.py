@@ -1,4 +1,5 @@
-"""Op-table rows for the spectral primitives (symgraph/ops/spectral.py): eigh, eigvalsh, svd, svdvals, qr.
+"""Op-table rows for the spectral primitives (symgraph/ops/spectral.py, symgraph/ops/eig.py): eigh, eigvalsh, svd,
+svdvals, qr, eig, eigvals (the "complex" rows on complex64/complex128 matrices).
 
 Each row applies the primitive through `symgraph.numpy.decompositions` and returns a function of its results
 that does not depend on LAPACK's choice of signs (w v^2, u^2 s, q^2 r^2), so finite differences, the VJP/JVP
@@ -34,6 +35,19 @@ def _qr(lib):
     return f
 
 
+def _cdt(x):
+    return np.complex64 if x.dtype in (np.float32, np.complex64) else np.complex128
+
+
+def _eig_ref(x):
+    w, v = np.linalg.eig(x)  # real arrays when every eigenvalue is real: symgraph's are always complex
+    return w.astype(_cdt(x)), v.astype(_cdt(x))
+
+
+def _eigvals_ref(x):
+    return np.linalg.eigvals(x).astype(_cdt(x))
+
+
 def _svdvals_ref(x):
     return np.linalg.svd(x, compute_uv=False)
 
@@ -49,6 +63,11 @@ CASES = [
     OpCase("svd", _svd(D), _svd(np.linalg), _RECT, (real,), grad_variants=3),
     OpCase("svdvals", D.svdvals, _svdvals_ref, _RECT, (real,), grad_variants=3),
     OpCase("svd", _svd(D), _svd(np.linalg), _RECT, (cplx,), grad_variants=3, name="complex"),
+    # eig: the eigenvectors themselves (their derivative keeps ?geev's normalization: unit norm, largest part real)
+    OpCase("eig", lambda x: tuple(D.eig(x)), _eig_ref, _SQUARE, (real,)),
+    OpCase("eig", lambda x: tuple(D.eig(x)), _eig_ref, _SQUARE, (cplx,), name="complex"),
+    OpCase("eigvals", D.eigvals, _eigvals_ref, _SQUARE, (real,)),
+    OpCase("eigvals", D.eigvals, _eigvals_ref, _SQUARE, (cplx,), name="complex"),
     OpCase("svdvals", D.svdvals, _svdvals_ref, _RECT, (cplx,), grad_variants=3, name="complex"),
     OpCase("qr", _qr(D), _qr(np.linalg), _RECT, (real,), grad_variants=3),
 ]

@@ -215,3 +215,39 @@ def test_svd_of_complex_matrices_as_autograd_checks(shape):
         # the nuclear norm Σ s: JAX's gradient conj(U Vh)
         np.testing.assert_allclose(sg.grad(lambda x: np.sum(np.linalg.svd(x, compute_uv=False)))(x), np.conj(u @ vh),
                                    rtol=1e-12, atol=1e-13)
+
+
+def test_eig_as_autograd_checks():
+    """autograd's test_eig_real ((|w|, |v|) of a real D = 8 matrix), test_eig_complex ((w, |v|) of a complex one)
+    and test_eig_batched ((w, |v|) of five complex ones)."""
+    real, cplx, batch = RNG.standard_normal((8, 8)), _c(8, 8), _c(5, 8, 8)
+    for x in (real, cplx, batch):
+        w, v = sg.trace(lambda x: tuple(np.linalg.eig(x)), x).evaluate(x)
+        ww, vv = np.linalg.eig(x)
+        assert w.dtype == v.dtype == np.complex128  # always complex (NumPy: real when all eigenvalues are)
+        np.testing.assert_array_equal(w, ww)
+        np.testing.assert_array_equal(v, vv)
+        np.testing.assert_array_equal(sg.trace(np.linalg.eigvals, x).evaluate(x), np.linalg.eigvals(x))
+    sg.check_grads(lambda x: (np.abs(np.linalg.eig(x)[0]), np.abs(np.linalg.eig(x)[1])), (real,), order=1)
+    sg.check_grads(lambda x: (np.linalg.eig(x)[0], np.abs(np.linalg.eig(x)[1])), (cplx,), order=2)
+    sg.check_grads(lambda x: (np.linalg.eig(x)[0], np.abs(np.linalg.eig(x)[1])), (batch,), order=1)
+
+
+def test_eig_eigenvectors_differentiate_as_numpys_output():
+    """The rules keep ?geev's normalization (unit norm, largest component real), so V itself matches finite
+    differences of np.linalg.eig; eigvals is holomorphic for complex input: d Σ w / dA = I, d Π w / dA = det A^-T."""
+    x = _c(4, 4)
+    sg.check_grads(lambda x: np.linalg.eig(x)[1], (x,), order=1)
+    sg.check_grads(lambda x: np.linalg.eig(x)[1], (RNG.standard_normal((4, 4)),), order=1)
+    sg.check_grads(np.linalg.eigvals, (_c(2, 3, 3, dtype=np.complex64),), order=1)
+    np.testing.assert_allclose(sg.grad(lambda x: np.sum(np.linalg.eigvals(x)), holomorphic=True)(x), np.eye(4),
+                               atol=1e-12)
+    np.testing.assert_allclose(sg.grad(lambda x: np.prod(np.linalg.eig(x)[0]), holomorphic=True)(x),
+                               np.linalg.det(x) * np.linalg.inv(x).T, rtol=1e-10)
+    # a real matrix: the gradient of a real function of the eigenvalues is real
+    a = RNG.standard_normal((4, 4))
+    g = sg.grad(lambda a: np.sum(np.abs(np.linalg.eigvals(a)) ** 2))(a)
+    assert g.dtype == np.float64
+    with pytest.raises(sg.UnsupportedOpError, match="backend='numpy'"):
+        sg.compile(np.linalg.eigvals)(a)
+    np.testing.assert_allclose(sg.compile(np.linalg.eigvals, backend="numpy")(a), np.linalg.eigvals(a), rtol=1e-14)

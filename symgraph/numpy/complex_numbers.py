@@ -126,7 +126,8 @@ COMPLEX_FUNCTIONS = frozenset({
     _np.square, _np.var, _np.std, _np.linalg.norm,
     # np.linalg (docs/linalg.md, "Complex matrices")
     _np.linalg.solve, _np.linalg.inv, _np.linalg.det, _np.linalg.slogdet, _np.linalg.cholesky, _np.linalg.tensorinv,
-    _np.linalg.tensorsolve, _np.linalg.eigh, _np.linalg.eigvalsh, _np.linalg.svd,
+    _np.linalg.tensorsolve, _np.linalg.eigh, _np.linalg.eigvalsh, _np.linalg.svd, _np.linalg.eig,
+    _np.linalg.eigvals,
     *((_np.linalg.svdvals,) if hasattr(_np.linalg, "svdvals") else ()),
     # np.fft (symgraph.numpy.fft): every transform and shift takes complex values
     *(getattr(_np.fft, _n) for _n in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "fftn",

@@ -21,11 +21,12 @@ from .. import lax as L
 from ..custom import custom_jvp
 from ..errors import DTypeError, ShapeError, UnsupportedOpError
 from ..ir import Node
+from ..ops import eig as E
 from ..ops import spectral as S
 from ..ops.factor import conj, mH
 from .base import _ndim, _shape
 
-__all__ = ["eigh", "eigvalsh", "svd", "svdvals", "qr", "pinv", "lstsq", "matrix_rank", "matrix_power", "multi_dot",
+__all__ = ["eig", "eigvals", "eigh", "eigvalsh", "svd", "svdvals", "qr", "pinv", "lstsq", "matrix_rank", "matrix_power", "multi_dot",
            "cond", "matrix_norm_sv"]
 
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
@@ -105,6 +106,44 @@ def eigvalsh(a: Any, UPLO: str = "L") -> Any:  # noqa: N803
         return _np.linalg.eigvalsh(a, UPLO)
     a = _matrix(a, "eigvalsh", square=True, complex_ok=True)
     return L.bind("eigvalsh", _symmetric_from(a, UPLO, "eigvalsh"), uplo=UPLO)
+
+
+def eig(a: Any) -> Any:
+    """np.linalg.eig: eigenvalues and right eigenvectors of general square matrices (..., n, n), real or complex.
+
+    Returns EigResult(eigenvalues (..., n), eigenvectors (..., n, n)), A v_j = w_j v_j, both complex
+    (complex64 for float32/complex64 input) with NumPy's values (LAPACK ?geev: each eigenvector of unit
+    norm with its largest component real). NumPy returns real arrays for a real matrix whose eigenvalues
+    all happen to be real; a traced program cannot pick a dtype on values, so these are always complex (as
+    JAX's). Eigenvectors of real eigenvalues of a real matrix are real up to that dtype.
+
+    Derivatives (Giles 2008 sec. 3.1; the unit-norm and real-largest-component normalization kept, so V
+    itself differentiates as NumPy's output does), under JAX's convention (docs/complex.md): not
+    holomorphic in general; use functions of w, |v|, v vᴴ / vᴴ v, or sg.vjp / sg.jvp. Near-equal eigenvalues
+    count as equal in the 1/(w_j - w_i) terms (docs/linalg.md).
+
+    Raises:
+        ShapeError: not square, or rank < 2. DTypeError: not a float/complex/integer dtype.
+        LinAlgError: NaN or infinity, or no convergence (when the program runs); a defective matrix (singular
+            eigenvectors) when differentiated.
+    """
+    if not _traced(a):
+        return _np.linalg.eig(a)
+    a = _matrix(a, "eig", square=True, complex_ok=True)
+    w, v = E.eig_parts(L.bind("eig", a))
+    return _np.linalg._linalg.EigResult(w, v)
+
+
+def eigvals(a: Any) -> Any:
+    """np.linalg.eigvals: the eigenvalues (..., n) of general square matrices, complex (as `eig`'s, values only:
+    ?geev with jobvr 'N', as NumPy). The derivative binds eig: dw = diag(V^-1 dA V).
+
+    Raises:
+        As `eig`.
+    """
+    if not _traced(a):
+        return _np.linalg.eigvals(a)
+    return L.bind("eigvals", _matrix(a, "eigvals", square=True, complex_ok=True))
 
 
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> Any:
@@ -507,7 +546,7 @@ def multi_dot(arrays: Sequence[Any], *, out: Any = None) -> Any:
 UFUNCS: dict = {}
 
 FUNCTIONS = {
-    _np.linalg.eigh: eigh, _np.linalg.eigvalsh: eigvalsh, _np.linalg.svd: svd, _np.linalg.qr: qr,
+    _np.linalg.eig: eig, _np.linalg.eigvals: eigvals, _np.linalg.eigh: eigh, _np.linalg.eigvalsh: eigvalsh, _np.linalg.svd: svd, _np.linalg.qr: qr,
     _np.linalg.pinv: pinv, _np.linalg.lstsq: lstsq, _np.linalg.matrix_rank: matrix_rank,
     _np.linalg.matrix_power: matrix_power, _np.linalg.multi_dot: multi_dot, _np.linalg.cond: cond,
 }
