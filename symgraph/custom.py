@@ -252,7 +252,7 @@ class _JVPRecord(_Call):
 
     def vjp(self, ct: Node, node: Node) -> tuple:
         args = node.inputs[:-1]
-        tps = [placeholder(a.shape, a.dtype, name="custom_jvp_tangent") if a.dtype.kind == "f" else None
+        tps = [placeholder(a.shape, a.dtype, name="custom_jvp_tangent") if a.dtype.kind in "fc" else None
                for a in args]
         t = self.tangent_out(args, tps, node.attr("index"), node.shape, node.dtype)
         live = [p for p in tps if p is not None]

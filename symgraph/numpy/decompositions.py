@@ -270,7 +270,7 @@ def _pinv_value(a: Node, rcond: Any) -> Node:
     cutoff = L.mul(rc, L.reduce("max", s, axis=-1, keepdims=True))
     large = L.binary("gt", s, cutoff)
     sinv = L.where(large, L.div(1.0, L.where(large, s, 1.0)), 0.0)
-    return S.mm(S.mT(vt), L.mul(S.as_col(sinv), S.mT(u)))
+    return S.mm(mH(vt), L.mul(S.as_col(sinv), mH(u)))
 
 
 @custom_jvp
@@ -282,11 +282,12 @@ def _pinv(a: Any, rcond: Any) -> Any:
 def _pinv_jvp(primals: tuple, tangents: tuple) -> tuple:
     # Golub & Pereyra, "The differentiation of pseudo-inverses and nonlinear least squares problems whose
     # variables separate" (1973), eq. 4.12: exact where the rank is locally constant (also at repeated
-    # singular values, where the SVD's own rules would need their degeneracy convention)
+    # singular values, where the SVD's own rules would need their degeneracy convention); complex: with
+    # conjugate transposes
     a, rcond = primals
     da, _ = tangents
     p = _pinv(a, rcond)
-    pt, dat = S.mT(p), S.mT(da)
+    pt, dat = mH(p), mH(da)
     m, n = a.shape[-2:]
     eye_m = _np.eye(m, dtype=a.dtype)
     eye_n = _np.eye(n, dtype=a.dtype)
@@ -302,6 +303,7 @@ def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _np.
 
     The derivative is Golub & Pereyra's (1973), exact where the rank is locally constant; at a
     change of rank the pseudo-inverse is not continuous and the value of the formula is one-sided.
+    Complex a: the same with conjugate transposes (pinv is not holomorphic; JAX's convention).
 
     hermitian=True computes the same value (the SVD is then NumPy's through eigh only in NumPy; here the
     general SVD, equal up to rounding).
@@ -312,14 +314,14 @@ def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _np.
     if not _traced(a, rcond):
         kw = {} if rtol is _np._NoValue else {"rtol": rtol}
         return _np.linalg.pinv(a, rcond, hermitian, **kw)
-    a = _matrix(a, "pinv")
+    a = _matrix(a, "pinv", complex_ok=True)
     if rcond is None:
         rcond = 1e-15 if rtol is _np._NoValue else (_default_rcond(a) if rtol is None else rtol)
     elif rtol is not _np._NoValue:
         raise ShapeError("np.linalg.pinv: rtol and rcond cannot both be set")
     if isinstance(rcond, Node):
         raise UnsupportedOpError("np.linalg.pinv: a traced rcond does not trace; pass a number or an array")
-    rcond = _np.asarray(rcond, dtype=a.dtype)
+    rcond = _np.asarray(rcond, dtype=_np.finfo(a.dtype).dtype)  # real, also for a complex a
     if 0 in a.shape[-2:]:
         return L.broadcast_to(L.constant(_np.zeros((), a.dtype)), a.shape[:-2] + (a.shape[-1], a.shape[-2]))
     return _pinv(a, rcond)
@@ -333,19 +335,20 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
     rank the number of singular values above rcond·max(s) (int, derivative-free); s the singular
     values. x = pinv(a, rcond) @ b (NumPy calls ?gelsd, the same minimum-norm solution up to
     rounding). The full-rank test of the residuals is a trace-time question, so residuals are those of
-    a full-rank a whenever m > n: traced code cannot change an output's shape on a value.
+    a full-rank a whenever m > n: traced code cannot change an output's shape on a value. Real or complex
+    (residuals and s real, as NumPy's).
 
     Raises:
         ShapeError: a not 2-d, b of another number of rows, or b not 1-d or 2-d.
     """
     if not _traced(a, b):
         return _np.linalg.lstsq(a, b, rcond)
-    a = _matrix(a, "lstsq")
+    a = _matrix(a, "lstsq", complex_ok=True)
     if a.ndim != 2:
         raise ShapeError(f"np.linalg.lstsq: a must be 2-dimensional, got shape {a.shape}")
     b = L.asnode(b)
     if b.dtype != a.dtype:
-        dt = _np.result_type(a.dtype, b.dtype if b.dtype.kind == "f" else _np.float64)
+        dt = _np.result_type(a.dtype, b.dtype if b.dtype.kind in "fc" else _np.float64)
         a, b = L.cast(a, dt), L.cast(b, dt)
     vec = b.ndim == 1
     if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
@@ -353,7 +356,7 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
     m, n = a.shape
     if rcond is None:
         rcond = _default_rcond(a)
-    rcond = _np.asarray(rcond, dtype=a.dtype)
+    rcond = _np.asarray(rcond, dtype=_np.finfo(a.dtype).dtype)  # real, also for a complex a
     b2 = L.reshape(b, (m, 1)) if vec else b
     x = S.mm(pinv(a, rcond), b2) if m and n else L.broadcast_to(L.constant(_np.zeros((), a.dtype)), (n, b2.shape[1]))
     s = svdvals(a)
@@ -364,9 +367,9 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
         rank = L.constant(_np.zeros((), _np.int32))
     if m > n:
         r = L.sub(b2, S.mm(a, x))
-        resid = L.reduce("sum", L.mul(r, r), axis=0)
+        resid = L.reduce("sum", S.real_values(L.mul(r, conj(r))), axis=0)  # |r|², real as NumPy's
     else:
-        resid = L.broadcast_to(L.constant(_np.zeros((), a.dtype)), (0,))
+        resid = L.broadcast_to(L.constant(_np.zeros((), _np.finfo(a.dtype).dtype)), (0,))
     if vec:
         x = L.reshape(x, (n,))
     return x, resid, rank, s
@@ -376,7 +379,7 @@ def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any =
     """np.linalg.matrix_rank: the number of singular values above the tolerance (int64, derivative-free).
 
     tol: an absolute threshold; rtol: relative to max(s) (default max(m, n)·eps, NumPy's). Vectors and
-    scalars: 1 unless all zero (NumPy's rule for rank < 2).
+    scalars: 1 unless all zero (NumPy's rule for rank < 2). Real or complex matrices.
 
     Raises:
         ShapeError: both tol and rtol given.
@@ -389,8 +392,9 @@ def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any =
     if a.ndim < 2:
         nz = L.reduce("max", L.cast(L.binary("ne", a, 0.0), _np.int64)) if a.size else L.constant(_np.int64(0))
         return nz
-    s = L.bind("svdvals", _matrix(a, "matrix_rank")) if not hermitian else \
-        L.unary("abs", L.bind("eigvalsh", _symmetric_from(_matrix(a, "matrix_rank", square=True), "L", "matrix_rank"),
+    s = L.bind("svdvals", _matrix(a, "matrix_rank", complex_ok=True)) if not hermitian else \
+        L.unary("abs", L.bind("eigvalsh", _symmetric_from(_matrix(a, "matrix_rank", square=True, complex_ok=True), "L",
+                                                          "matrix_rank"),
                               uplo="L"))
     s = L.bind("stop_gradient", s)
     smax = L.reduce("max", s, axis=-1, keepdims=True)
@@ -431,14 +435,14 @@ def matrix_norm_sv(x: Node, ord: Any, axes: tuple[int, int], keepdims: bool) -> 
 
 def cond(x: Any, p: Any = None) -> Any:
     """np.linalg.cond: the condition number s_max / s_min for p None, 2 (and s_min / s_max for -2), else
-    norm(x, p) · norm(inv(x), p) (inv through np.linalg.inv's rule).
+    norm(x, p) · norm(inv(x), p) (inv through np.linalg.inv's rule). Real or complex matrices (a real result).
 
     Raises:
         ShapeError: rank < 2; a non-square matrix with p other than None, 2, -2.
     """
     if not _traced(x):
         return _np.linalg.cond(x, p)
-    x = _matrix(x, "cond")
+    x = _matrix(x, "cond", complex_ok=True)
     if p is None or p in (2, -2):
         s = svdvals(x)
         smax, smin = L.reduce("max", s, axis=-1), L.reduce("min", s, axis=-1)

@@ -38,6 +38,14 @@ def _safe_sqrt(s: Any) -> Any:
     return where(zero, 0.0, sqrt(where(zero, 1.0, s)))
 
 
+def _abs2(x: Any) -> Any:
+    """|x|² elementwise: x·x for real x, re² + im² for complex x (NumPy's (x.conj() * x).real, real-valued)."""
+    if x.dtype.kind != "c":
+        return multiply(x, x)
+    re, im = L.bind("real", x), L.bind("imag", x)
+    return L.add(L.mul(re, re), L.mul(im, im))
+
+
 def _keep(out: Any, shape: tuple, axes: tuple, keepdims: bool) -> Any:
     if not keepdims:
         return out
@@ -46,7 +54,7 @@ def _keep(out: Any, shape: tuple, axes: tuple, keepdims: bool) -> Any:
 
 def _vector_norm(x: Any, ord: Any, ax: int) -> Any:
     if ord is None or ord == 2:
-        return _safe_sqrt(sum(multiply(x, x), ax))
+        return _safe_sqrt(sum(_abs2(x), ax))
     if isinstance(ord, str):
         raise ShapeError(f"norm: invalid norm order {ord!r} for vectors")
     if ord == _np.inf:
@@ -54,7 +62,7 @@ def _vector_norm(x: Any, ord: Any, ax: int) -> Any:
     if ord == -_np.inf:
         return _min(_abs(x), ax)
     if ord == 0:
-        return sum(L.cast(not_equal(x, 0.0), x.dtype), ax)
+        return sum(L.cast(not_equal(x, 0.0), _np.real(_np.zeros((), x.dtype)).dtype), ax)
     if ord == 1:
         return sum(_abs(x), ax)
     p = float(ord)
@@ -74,26 +82,27 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     Conventions at kinks: |x| has derivative sign(x) (0 at 0); the 2-norm, 'fro' and p-norms (p > 0) have
     derivative 0 at x = 0; max/min of several equal entries (ord=inf, -inf and the matrix 1/inf norms)
     share the derivative equally. ord=0 counts nonzeros (zero derivative). Integers give float64.
+    Complex x (every ord and axis, as NumPy): the norms of |x| (real results; the 2-norm and 'fro' from
+    re² + im², NumPy's (x.conj() * x).real), the matrix 2, -2 and 'nuc' norms from the complex singular
+    values; derivatives under JAX's convention (grad of the 2-norm is conj(x)/|x|).
 
     Raises:
         ShapeError: an invalid ord, or axes that do not fit x.
     """
     if not isinstance(x, Node):
         return _np.linalg.norm(x, ord, axis, keepdims)
-    if x.dtype.kind == "c":
-        if ord is not None or axis is not None:
-            raise UnsupportedOpError(f"np.linalg.norm of a complex array: only ord=None, axis=None (the 2-norm of "
-                                     f"the flattened array) is supported, got ord={ord!r}, axis={axis!r}")
+    if x.dtype.kind == "c" and ord is None and axis is None:
         # NumPy's formula: sqrt(re . re + im . im) of the flattened parts
         re, im = ravel(L.bind("real", x)), ravel(L.bind("imag", x))
         out = _safe_sqrt(L.add(L.matmul(re, re), L.matmul(im, im)))
         return reshape(out, (1,) * x.ndim) if keepdims else out
-    if x.dtype.kind != "f":
+    # complex x below: |x| (its 2-norms from re² + im²), and the singular values for ord 2, -2, 'nuc' on matrices
+    if x.dtype.kind not in "fc":
         x = L.cast(x, _np.float64)
     nd = x.ndim
     if axis is None:
         if ord is None or (ord in ("f", "fro") and nd == 2) or (ord == 2 and nd == 1):
-            out = _safe_sqrt(sum(multiply(x, x)))
+            out = _safe_sqrt(sum(_abs2(x)))
             return reshape(out, (1,) * nd) if keepdims else out
         if nd not in (1, 2):
             raise ShapeError("norm: improper number of dimensions to norm")
@@ -110,7 +119,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     if ord in (2, -2, "nuc"):
         return matrix_norm_sv(x, ord, (r, c), keepdims)
     if ord is None or ord in ("fro", "f"):
-        out = _safe_sqrt(sum(multiply(x, x), (r, c)))
+        out = _safe_sqrt(sum(_abs2(x), (r, c)))
     elif ord in (1, -1):
         red = _max if ord == 1 else _min
         out = red(sum(_abs(x), r), c - 1 if c > r else c)
