@@ -70,4 +70,6 @@ CASES = [
     OpCase("eigvals", D.eigvals, _eigvals_ref, _SQUARE, (cplx,), name="complex"),
     OpCase("svdvals", D.svdvals, _svdvals_ref, _RECT, (cplx,), grad_variants=3, name="complex"),
     OpCase("qr", _qr(D), _qr(np.linalg), _RECT, (real,), grad_variants=3),
+    OpCase("qr", lambda x: tuple(D.qr(x)), lambda x: tuple(np.linalg.qr(x)), _RECT, (cplx,), grad_variants=3,
+           name="complex"),  # Q and R themselves: R's real diagonal fixes the phases
 ]

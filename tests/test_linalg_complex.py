@@ -317,5 +317,15 @@ def test_matrix_power_and_multi_dot_of_complex_matrices():
                     (lambda a, b, c: np.linalg.multi_dot([a, b, c]), (a, b, c))]:
         np.testing.assert_allclose(sg.trace(f, *args).evaluate(*args), f(*args), rtol=1e-12)
     sg.check_grads(lambda a: np.linalg.matrix_power(a, -2), (a,), order=1)
-    with pytest.raises(sg.UnsupportedOpError, match="np.linalg.qr on complex values has no rule"):
-        sg.trace(np.linalg.qr, a)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
+def test_qr_of_complex_matrices(shape):
+    """R's diagonal is real (LAPACK's), which fixes the phases: Q and R themselves differentiate."""
+    x = _c(*shape)
+    for mode in ("reduced", "complete"):
+        got = sg.trace(lambda x: tuple(np.linalg.qr(x, mode)), x).evaluate(x)
+        for g, w in zip(got, np.linalg.qr(x, mode)):
+            np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(sg.trace(lambda x: np.linalg.qr(x, "r"), x).evaluate(x), np.linalg.qr(x, "r"))
+    sg.check_grads(lambda x: tuple(np.linalg.qr(x)), (x,), order=2 if len(shape) == 2 else 1)

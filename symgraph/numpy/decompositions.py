@@ -4,10 +4,10 @@ Three primitives (`symgraph.ops.spectral`: eigh, svd, qr, with their values-only
 forms eigvalsh and svdvals) carry the LAPACK calls and the derivative rules;
 everything else is composed here at trace time: pinv, lstsq, matrix_rank,
 cond, the matrix 2-norm, -2-norm and nuclear norm (`matrix_norm_sv`),
-matrix_power and multi_dot. Every function takes (..., m, n) arrays batched
-over the leading dimensions as NumPy does, float32 or float64 (integers and
-bools are cast to float64, as NumPy does); with no traced argument it calls
-NumPy. Conventions and limits: docs/linalg.md.
+matrix_power and multi_dot; eig and eigvals (`symgraph.ops.eig`). Every function takes (..., m, n) arrays
+batched over the leading dimensions as NumPy does, float32, float64, complex64 or complex128 (integers and
+bools are cast to float64, as NumPy does); with no traced argument it calls NumPy. Conventions and
+limits: docs/linalg.md (complex matrices: its "Complex matrices" section).
 """
 
 from __future__ import annotations
@@ -235,7 +235,9 @@ def qr(a: Any, mode: str = "reduced") -> Any:
     (..., m, m), R (..., m, n); 'r' R alone (..., k, n). Derivatives: Walter & Lehmann (2018) for
     m >= n; wide matrices (m < n) split as [X | Y] with X square (Roberts & Roberts 2020). The
     complete Q's extra columns of a tall matrix (any basis of a complement) have their cotangent
-    ignored and a zero tangent, as the full SVD's.
+    ignored and a zero tangent, as the full SVD's. Complex a: R's diagonal is real (LAPACK's), which fixes
+    the phases, and the rules are the same with conjugate transposes (Q^H dQ skew-Hermitian with
+    diagonal i Im(C_ii)), under JAX's convention (docs/complex.md).
 
     Raises:
         ShapeError: rank < 2 or an unknown mode. UnsupportedOpError: mode 'raw'. LinAlgError: NaN or
@@ -248,7 +250,7 @@ def qr(a: Any, mode: str = "reduced") -> Any:
                                  "'reduced', 'complete' or 'r'")
     if mode not in ("reduced", "complete", "r"):
         raise ShapeError(f"np.linalg.qr: unrecognized mode {mode!r}")
-    a = _matrix(a, "qr")
+    a = _matrix(a, "qr", complex_ok=True)
     m, n = a.shape[-2:]
     complete = mode == "complete" and m > n
     q, r = S.qr_parts(L.bind("qr", a, complete=complete))

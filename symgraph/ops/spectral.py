@@ -1,4 +1,7 @@
-"""Spectral decompositions as primitives: eigh, eigvalsh, svd, svdvals, qr (real float32/float64, batched).
+"""Spectral decompositions as primitives: eigh, eigvalsh, svd, svdvals, qr (float32/float64 and complex64/complex128,
+batched; the complex rules are the real ones with conjugate transposes, under JAX's convention: docs/linalg.md,
+"Complex matrices"; eigenvalues and singular values of complex matrices are real, stored in the packed complex
+result).
 
 Every op works on the last two axes and is batched over the leading ones.
 IR nodes have one output, so the decompositions with several results pack
@@ -56,7 +59,7 @@ import numpy as np
 from .. import lax as L
 from ..errors import LinAlgError, ShapeError
 from .batch import rebind
-from .core import Op, float_only, inexact, register
+from .core import Op, inexact, register
 from .factor import conj, mH
 
 __all__ = ["GAP_RTOL", "eigh_flops", "svd_flops", "qr_flops"]
@@ -220,9 +223,14 @@ def tri_mask(x, k: int = 0, lower: bool = True):
     return L.where(mask, x, 0.0)
 
 
+def _abs(x):
+    """|x| (real), for real or complex x."""
+    return L.bind("complex_abs", x) if x.dtype.kind == "c" else L.unary("abs", x)
+
+
 def _safe_recip(d, tol):
     """1/d where |d| > tol, else 0 (a double select: the masked branch never divides by ~0)."""
-    small = L.binary("le", L.unary("abs", d), tol)
+    small = L.binary("le", _abs(d), tol)
     return L.where(small, 0.0, L.div(1.0, L.where(small, 1.0, d)))
 
 
@@ -489,19 +497,30 @@ def _qr_rule_parts(node):
 
 def _tall_qr_jvp(q, r, t):
     # Walter & Lehmann (2018): C = Q^T dA R^-1, Omega = tril(C, -1) - tril(C, -1)^T,
-    # dQ = Q Omega + (I - Q Q^T) dA R^-1, dR = (C - Omega) R
+    # dQ = Q Omega + (I - Q Q^T) dA R^-1, dR = (C - Omega) R. Complex (R's diagonal real, as LAPACK's): with
+    # conjugate transposes, and Omega's diagonal i Im(C_ii), so that dR's diagonal stays real
     dar = mm(t, upper_inverse(r))                      # dA R^-1
-    c = mm(mT(q), dar)
+    c = mm(mH(q), dar)
     low = tri_mask(c, -1)
-    omega = L.sub(low, mT(low))
+    omega = L.sub(low, mH(low))
+    if c.dtype.kind == "c":
+        omega = L.add(omega, diag_embed(L.bind("complex", L.zeros_like(diag_part(L.bind("imag", c))),
+                                               diag_part(L.bind("imag", c)))))
     return L.add(mm(q, L.sub(omega, c)), dar), mm(L.sub(c, omega), r)
 
 
 def _tall_qr_vjp(q, r, qbar, rbar):
-    # M = R Rbar^T - Qbar^T Q, Abar = (Qbar + Q copyltu(M)) R^-T (copyltu: the lower triangle mirrored)
-    mmat = L.sub(mm(r, mT(rbar)), mm(mT(qbar), q))
-    copyltu = L.add(tri_mask(mmat, 0), mT(tri_mask(mmat, -1)))
-    return mm(L.add(qbar, mm(q, copyltu)), mT(upper_inverse(r)))
+    # M = R Rbar^T - Qbar^T Q, Abar = (Qbar + Q copyltu(M)) R^-T (copyltu: the lower triangle mirrored).
+    # Complex: qbar, rbar are the gradients (conjugate cotangents) and the result is a gradient: with conjugate
+    # transposes, copyltu(M) = tril(M, -1) + tril(M, -1)ᴴ + Re diag(M) (the transpose of the JVP's Omega)
+    mmat = L.sub(mm(r, mH(rbar)), mm(mH(qbar), q))
+    if mmat.dtype.kind == "c":
+        low = tri_mask(mmat, -1)
+        re = diag_part(L.bind("real", mmat))
+        copyltu = L.add(L.add(low, mH(low)), diag_embed(L.bind("complex", re, L.zeros_like(re))))
+    else:
+        copyltu = L.add(tri_mask(mmat, 0), mT(tri_mask(mmat, -1)))
+    return mm(L.add(qbar, mm(q, copyltu)), mH(upper_inverse(r)))
 
 
 def _qr_jvp(tangents, node):
@@ -515,7 +534,7 @@ def _qr_jvp(tangents, node):
     else:  # A = [X | Y], X square: X = Q R_X, R_Y = Q^T Y (Roberts & Roberts 2020)
         y = cols(node.inputs[0], m, n)
         dq, drx = _tall_qr_jvp(q, cols(r, 0, m), cols(t, 0, m))
-        dry = L.add(mm(mT(dq), y), mm(mT(q), cols(t, m, n)))
+        dry = L.add(mm(mH(dq), y), mm(mH(q), cols(t, m, n)))
         dr = L.bind("concatenate", drx, dry, axis=t.ndim - 1)
     width = node.shape[-1]  # complete QR of a tall matrix: zero tangent for Q's extra columns, R's zero rows
     return _pack(_pad_cols(dq, width), _pad_cols(mT(dr), width))
@@ -525,14 +544,15 @@ def _qr_vjp(ct, node):
     q, r = _qr_rule_parts(node)
     m, n = node.inputs[0].shape[-2:]
     k = min(m, n)
-    qbar, rbar = _first_cols(rows(ct, 0, m), k), mT(_first_cols(rows(ct, m, m + n), k))
+    # complex: the gradients conj(cotangent), the rule with conjugate transposes, the result conjugated back
+    qbar, rbar = conj(_first_cols(rows(ct, 0, m), k)), conj(mT(_first_cols(rows(ct, m, m + n), k)))
     if m >= n:
-        return (_tall_qr_vjp(q, r, qbar, rbar),)
+        return (conj(_tall_qr_vjp(q, r, qbar, rbar)),)
     y = cols(node.inputs[0], m, n)
     rbar_y = cols(rbar, m, n)
     ybar = mm(q, rbar_y)
-    xbar = _tall_qr_vjp(q, cols(r, 0, m), L.add(qbar, mm(y, mT(rbar_y))), cols(rbar, 0, m))
-    return (L.bind("concatenate", xbar, ybar, axis=ct.ndim - 1),)
+    xbar = _tall_qr_vjp(q, cols(r, 0, m), L.add(qbar, mm(y, mH(rbar_y))), cols(rbar, 0, m))
+    return (conj(L.bind("concatenate", xbar, ybar, axis=ct.ndim - 1)),)
 
 
 def _axis_slice(x, axis: int, start: int, stop: int, step: int):
@@ -563,7 +583,7 @@ def upper_inverse(r):
         r = L.bind("concatenate", L.bind("concatenate", r, pad_cols, axis=nl + 1), eye, axis=nl)
     eps = float(np.finfo(r.dtype).eps)
     d = diag_part(r)                                                   # (..., P)
-    scale = L.reduce("max", L.unary("abs", d), axis=-1, keepdims=True)
+    scale = L.reduce("max", _abs(d), axis=-1, keepdims=True)
     inv = _safe_recip(d, L.broadcast_to(L.mul(scale, n * eps), d.shape))
     inv = L.reshape(inv, lead + (P, 1, 1))                             # inverses of the 1 x 1 diagonal blocks
     s = 1
@@ -592,7 +612,7 @@ def qr_flops(m: int, n: int, q: int) -> int:
     return int(2 * k * k * (max(m, n) - k / 3) + 4 * m * q * k - 2 * (m + q) * k * k + 4 / 3 * k ** 3)
 
 
-register(Op("qr", 1, "opaque", _qr_shape, float_only, _qr_impl, _qr_vjp, _qr_jvp,
+register(Op("qr", 1, "opaque", _qr_shape, inexact, _qr_impl, _qr_vjp, _qr_jvp,
             doc="QR decomposition packed as (..., m+n, q): rows Q, then R^T (LAPACK ?geqrf + ?orgqr)",
             flops=lambda node: _batch_count(node) * qr_flops(*node.inputs[0].shape[-2:], node.shape[-1]),
             batch=_same_batch, extra=_LAPACK))
