@@ -12,8 +12,8 @@ differently, so compiled values agree with NumPy's to a few ulps, not bit for bi
 measures it).
 
 The FFT primitives (fft_c2c, fft_r2c, fft_c2r) become `fft_parts` nodes on the parts, which compiled
-code runs with its own FFT (codegen/llvm/fft.py). Ops without a pair rule here (loops with complex
-carries, the LAPACK factorizations, ...) make `split_complex` raise an UnsupportedOpError naming the op and
+code runs with its own FFT (codegen/llvm/fft.py). Loops and branches (scan, while, cond) become the same
+region over split sub-graphs. Ops without a pair rule here (the LAPACK factorizations, ...) make `split_complex` raise an UnsupportedOpError naming the op and
 suggesting backend="numpy" (docs/complex.md lists both sets).
 """
 
@@ -38,7 +38,7 @@ PARTWISE = frozenset({
 #: Every complex op the split lowers natively.
 PAIR_OPS = PARTWISE | {"input", "constant", "cast", "add", "sub", "neg", "mul", "div", "conj", "real", "imag",
                        "complex", "complex_abs", "exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "where", "eq",
-                       "ne", "isnan", "matmul", "einsum", "prod", "pow",
+                       "ne", "isnan", "matmul", "einsum", "prod", "pow", "scan", "while", "cond",
                        "fft_c2c", "fft_r2c", "fft_c2r"}
 #: The FFT primitives (symgraph.ops.fourier): each one `fft_parts` node (symgraph.ops.fourier_parts) on the
 #: parts, run by the native FFT (codegen/llvm/fft.py) with its constant table.
@@ -163,6 +163,8 @@ def _rule(n: Any, val: dict, b: Any, L: Any) -> Any:
         return (L.bind("matmul", ar, br) - L.bind("matmul", ai, bi), L.bind("matmul", ar, bi) + L.bind("matmul", ai, br))
     if name == "einsum":
         return _einsum(n, ins, L)
+    if name in ("scan", "while", "cond"):
+        return _region(n, ins, val, b)
     if name == "prod":
         return _prod(n, ins[0], L)
     if name == "isnan":
@@ -217,6 +219,46 @@ def _fft(n: Any, ins: list, val: dict, L: Any) -> Any:
         return L.reshape(s, p.shape[1:])
 
     return (half(0), half(1))
+
+
+def _region(n: Any, ins: list, val: dict, b: Any) -> Any:
+    """A loop (scan, while) or branch (cond) with complex values: the same region over the split sub-graphs
+    (each complex value of a sub-graph a pair of real ones, in place, so a scan body's consts, carries and xs
+    stay contiguous). The split region is made once per region, so the output leaves of one loop (sibling
+    nodes) stay one loop."""
+    region = n.attr("region")
+    kind = type(region)  # symgraph.regions.Region or WhileRegion, symgraph.branches.Branches (a layer above)
+    key = ("split_region", id(region))
+    got = val.get(key)
+    if got is None:
+        def split(g: Any) -> tuple:
+            return split_complex(g, g.toposort())
+
+        def width(plan: list, lo: int, hi: int) -> int:
+            return sum(2 if p[0] == "complex" else 1 for p in plan[lo:hi])
+
+        if n.op.name == "scan":
+            real, in_plan, out_plan = split(region.body)
+            nc, nk = region.nc, region.nk
+            new = kind(real, width(in_plan, 0, nc), width(in_plan, nc, nc + nk),
+                         width(in_plan, nc + nk, len(in_plan)), region.length, region.reverse, name=region.name,
+                         simplify_body=False)
+        elif n.op.name == "while":
+            cond = split(region.cond)[0]
+            real, in_plan, out_plan = split(region.body)
+            new = kind(cond, real, width(in_plan, 0, region.nk), name=region.name, simplify_body=False)
+        elif n.op.name == "cond":
+            graphs = [split(g) for g in region.graphs]
+            out_plan = graphs[0][2]
+            new = kind([g[0] for g in graphs], name=region.name, simplify_body=False)
+        else:  # pragma: no cover - the region ops are scan, while and cond
+            _refuse(n)
+        got = val[key] = (new, out_plan, region)  # the region kept alive: its id is the key
+    new, out_plan, _ = got
+    flat = [p for v in ins for p in (v if isinstance(v, tuple) else (v,))]
+    plan = out_plan[n.attr("index")]
+    leaves = [b.make(n.op, flat, {"region": new, "index": k}, n.tag) for k in plan[1:3 if plan[0] == "complex" else 2]]
+    return tuple(leaves) if plan[0] == "complex" else leaves[0]
 
 
 def _einsum(n: Any, ins: list, L: Any) -> tuple:

@@ -41,10 +41,11 @@ def _fname(f: Callable) -> str:
 def _leaf_node(x: Any, what: str) -> Node:
     if isinstance(x, Node):
         return x
-    if isinstance(x, (np.ndarray, np.generic, numbers.Number)) and not isinstance(x, complex):
+    if isinstance(x, (np.ndarray, np.generic, numbers.Number)):
         a = np.asarray(x)
-        if a.dtype.kind not in "biuf":
-            raise DTypeError(f"{what} has dtype {a.dtype}; loop carries and xs are bool, integer or float arrays")
+        if a.dtype.kind not in "biufc":
+            raise DTypeError(f"{what} has dtype {a.dtype}; loop carries and xs are bool, integer, float or complex "
+                             f"arrays")
         return L.constant(a)
     raise DTypeError(f"{what} has type {type(x).__name__}; loop carries and xs are arrays, numbers or pytrees "
                      f"of them")

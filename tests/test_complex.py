@@ -405,20 +405,52 @@ def test_llvm_backend_lowers_complex_prod_cumsum_einsum_natively():
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * np.abs(want).max())
 
 
+def test_llvm_backend_compiles_complex_loops_and_branches_natively():
+    """scan, fori_loop, while_loop, cond and switch over complex carries, xs, ys and operands: the regions
+    over split bodies; values and a gradient through a scan against the evaluator."""
+    pytest.importorskip("llvmlite")
+    xs = np.linspace(0.0, 1.0, 12).reshape(4, 3) * (1 - 0.5j)
+
+    def scan(z, xs):
+        return sg.scan(lambda c, x: (np.sin(c) * x + z, np.abs(c) + np.real(x)), z, xs)
+
+    def loss(z, xs):
+        c, ys = scan(z, xs)
+        return np.sum(np.abs(c) ** 2) + np.sum(ys)
+
+    cases = {
+        "fori_loop": (lambda z: sg.fori_loop(0, 3, lambda i, c: c * z + 1.0, z), (Z,)),
+        "scan": (scan, (Z, xs)),
+        "while_loop": (lambda z: sg.while_loop(lambda c: np.sum(np.abs(c[0])) < 50.0,
+                                               lambda c: (c[0] * (1.1 + 0.3j) + z, c[1] + 1), (z, 0)), (Z,)),
+        "cond": (lambda z, k: sg.cond(k > 0, lambda z: np.log(z) * 2j, np.conj, z), (Z, 1)),
+        "switch": (lambda z, k: sg.switch(k, [np.exp, lambda z: z * 1j, np.sqrt], z), (Z, 2)),
+        "grad through scan": (sg.grad(loss, argnums=(0, 1)), (Z, xs)),
+        "a concrete complex init": (lambda xs: sg.scan(lambda c, x: (c * x + 1j, np.abs(c)), np.full(3, 1 + 1j), xs),
+                                    (xs,)),
+    }
+    for name, (f, args) in cases.items():
+        cf = sg.compile(f)
+        got, want = cf(*args), sg.compile(f, backend="numpy")(*args)
+        assert cf.stats["complex_split"], name
+        for g, w in zip(*(v if isinstance(v, tuple) else (v,) for v in (got, want))):
+            g, w = np.asarray(g), np.asarray(w)
+            assert g.dtype == w.dtype, name
+            np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-14 * np.abs(w).max(), err_msg=name)
+
+
 def test_llvm_backend_refuses_other_complex_ops_with_a_clear_error():
     pytest.importorskip("llvmlite")
 
-    def f(z):
-        return sg.fori_loop(0, 3, lambda i, c: c * z + 1.0, z)  # @loop
+    def f(a):
+        return np.linalg.inv(a) * 2.0  # @inv
 
+    a = np.array([[2.0, 1j], [-1j, 3.0]])
     with pytest.raises(sg.UnsupportedOpError, match="backend='numpy'") as e:
-        sg.compile(f)(Z)  # a complex loop carry
-    assert "'scan'" in str(e.value) and "complex128" in str(e.value)
+        sg.compile(f)(a)  # complex linear algebra runs through NumPy only
+    assert "'lu'" in str(e.value) and "complex128" in str(e.value)
     assert e.value.location is not None and e.value.location.lineno == f.__code__.co_firstlineno + 1
-    want = Z
-    for _ in range(3):
-        want = want * Z + 1.0
-    np.testing.assert_allclose(sg.compile(f, backend="numpy")(Z), want, rtol=1e-15)
+    np.testing.assert_allclose(sg.compile(f, backend="numpy")(a), np.linalg.inv(a) * 2.0, rtol=1e-15)
 
 
 def test_no_complex_warning_from_derivatives():
