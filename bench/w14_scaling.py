@@ -1,4 +1,4 @@
-"""W14 — data-parallel weak scaling: the W2 MLP training step on 1 and 2 MPI ranks.
+"""W14 — data-parallel weak scaling: the W2 MLP and W6 transformer training steps on 1 and 2 MPI ranks.
 
 Each rank trains on its own batch of 256 digits (weak scaling: the global
 batch grows with the ranks) with one thread (SYMGRAPH_NUM_THREADS=1,
@@ -15,9 +15,21 @@ waiting for reductions (communication not hidden behind the backward sweep)
 and a blocking ``MPI_Allreduce`` of the same gradient bytes timed alone (what
 the communication costs when nothing overlaps it).
 
+The second table is the same for W6's transformer step (bench.w6_transformer
+FULL: 2 layers, width 128, context 64, batch 16 per rank, AdamW, parameters
+and moments donated), each rank with its own batch and dropout masks and the
+parameters broadcast from rank 0 (``BENCH_W14_MODELS=mlp`` or
+``transformer`` runs one table).
+
 Peer: torch DistributedDataParallel with the gloo backend, the same model
-and step (forward, backward, SGD), ranks started by the same ``mpiexec``
-(``PMI_RANK`` / ``PMI_SIZE``), one thread; a row "missing" without torch.
+and step (forward, backward, SGD / torch.optim.AdamW), ranks started by the
+same ``mpiexec`` (``PMI_RANK`` / ``PMI_SIZE``), one thread; a row "missing"
+without torch.
+
+Each rank pins itself to its own CPU (rank r on CPU r): the harness's
+``--threads 1`` pins the harness to one CPU, and before 2026-12-04 the ranks
+inherited that, so two ranks shared one core (the efficiency of 0.53 in the
+docs of that time measured that, not the communication).
 """
 
 from __future__ import annotations
@@ -31,10 +43,28 @@ import sys
 import time
 from typing import Any
 
-TITLE = "Data-parallel weak scaling of the W2 MLP step (batch 256 per rank, 1 thread per rank)"
+TITLE = "Data-parallel weak scaling of the W2 MLP and W6 transformer steps (1 thread per rank)"
+
+
+def _pin_rank() -> None:
+    """Pin this rank to its own CPU (rank r on CPU r mod the CPUs), before any library starts threads.
+
+    The harness's ``--threads 1`` pins itself to one CPU and child processes
+    inherit that; `measure` gives mpiexec every CPU back, and each rank takes one.
+    """
+    r = int(os.environ.get("PMI_RANK", "0"))
+    cpus = sorted(_all_cpus())
+    if hasattr(os, "sched_setaffinity") and cpus:
+        os.sched_setaffinity(0, {cpus[r % len(cpus)]})
+
+
+def _all_cpus() -> set[int]:  # noqa: N802 - the machine's CPUs, not this process's affinity
+    n = os.cpu_count() or 1
+    return set(range(n))
 
 
 def _child(mode: str, steps: int, blocks: int) -> None:
+    _pin_rank()
     import numpy as np
 
     import symgraph as sg
@@ -54,44 +84,17 @@ def _child(mode: str, steps: int, blocks: int) -> None:
 
     bucket = int(os.environ.get("SYMGRAPH_W14_BUCKET_BYTES", sgd.BUCKET_BYTES))
     cf = sg.compile(step, data_parallel=sgd.DataParallel(bucket_bytes=bucket)) if mode == "dp" else sg.compile(step)
-    p = sgd.broadcast(init_params())
-    for _ in range(20):  # compile and warm up
-        _, p = cf(p, xb, yb)
-    comm = sgd.Communicator.of(sgd.comm) if mode == "dp" else None
-    times, waits = [], []
-    for _ in range(blocks):
-        sgd.barrier()
-        w0 = comm.wait_seconds if comm else 0.0
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            _, p = cf(p, xb, yb)
-        times.append((time.perf_counter() - t0) / steps)
-        waits.append(((comm.wait_seconds - w0) / steps) if comm else 0.0)
-    # a blocking all-reduce of the same bytes, alone
-    nbytes = sum(v.nbytes for v in p.values())
-    buf = np.ones(nbytes // 4, np.float32)
-    out = np.empty_like(buf)
-    ar = []
-    for _ in range(blocks):
-        sgd.barrier()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            sgd.comm.Allreduce(buf, out)
-        ar.append((time.perf_counter() - t0) / steps)
-    # every rank's figures (a step is synchronous: the slowest rank sets the pace)
-    everyone = sgd.comm.gather({"step": statistics.median(times), "wait": statistics.median(waits),
-                                "allreduce": statistics.median(ar)}, root=0)
-    if r == 0:
-        stats = cf.stats
-        print("W14JSON " + json.dumps({
-            "ranks": n, "mode": mode, "step": max(e["step"] for e in everyone),
-            "wait": max(e["wait"] for e in everyone), "allreduce": max(e["allreduce"] for e in everyone),
-            "bytes": nbytes, "communication": stats.get("communication"), "segments": stats.get("segments"),
-            "blocks": [round(t, 7) for t in times]}), flush=True)
+    st = [sgd.broadcast(init_params())]
+
+    def one() -> None:
+        _, st[0] = cf(st[0], xb, yb)
+
+    _timed(mode, one, steps, blocks, sum(v.nbytes for v in st[0].values()), cf)
 
 
 def _torch_child(steps: int, blocks: int) -> None:
     """The same step with torch DistributedDataParallel (gloo); ranks from mpiexec's PMI_RANK / PMI_SIZE."""
+    _pin_rank()
     import numpy as np
     import torch
     import torch.distributed as dist
@@ -148,7 +151,145 @@ def _torch_child(steps: int, blocks: int) -> None:
     del np
 
 
-def measure(n: int, mode: str, steps: int, blocks: int, timeout: float = 600) -> dict:
+def _w6_child(mode: str, steps: int, blocks: int) -> None:
+    """W6's transformer step (loss, gradients, AdamW; bench.w6_transformer.FULL) on this rank's own batch."""
+    _pin_rank()
+    import numpy as np
+
+    import symgraph as sg
+    import symgraph.distributed as sgd
+    import symgraph.numpy as snp
+
+    from . import w6_transformer as w6
+
+    r, n = sgd.rank(), sgd.size()
+    cfg = w6.FULL
+    data = w6.make_data(cfg, seed=r)  # each rank its own batch and dropout masks
+    x, y, masks = data["x"], data["y"], data["masks"]
+    mask = w6.causal_mask(cfg["T"])
+    p = sgd.broadcast(w6.make_data(cfg, seed=0)["params"])  # the same initial parameters everywhere
+    vg = sg.value_and_grad(lambda p, x, y, masks: w6.loss_fn(snp, p, x, y, masks, cfg, mask))
+    b1, b2, lr, wd, eps = w6.BETA1, w6.BETA2, w6.LR, w6.WD, w6.EPS
+
+    def sstep(p, m, v, t, x, y, masks):
+        loss, g = vg(p, x, y, masks)
+        t = t + np.float32(1)
+        m = {k: b1 * m[k] + (1 - b1) * g[k] for k in p}
+        v = {k: b2 * v[k] + (1 - b2) * g[k] * g[k] for k in p}
+        c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+        p = {k: p[k] * np.float32(1 - lr * wd) - (lr / c1) * m[k] / (snp.sqrt(v[k] / c2) + eps) for k in p}
+        return p, m, v, t, loss
+
+    bucket = int(os.environ.get("SYMGRAPH_W14_BUCKET_BYTES", sgd.BUCKET_BYTES))
+    dp = sgd.DataParallel(bucket_bytes=bucket) if mode == "dp" else None
+    cf = sg.compile(sstep, donate_argnums=(0, 1, 2), data_parallel=dp) if dp else sg.compile(sstep, donate_argnums=(0, 1, 2))
+    st = [p, {k: np.zeros_like(a) for k, a in p.items()}, {k: np.zeros_like(a) for k, a in p.items()},
+          np.zeros((), np.float32)]
+
+    def step():
+        st[0], st[1], st[2], st[3], _ = cf(st[0], st[1], st[2], st[3], x, y, masks)
+
+    _timed(mode, step, steps, blocks, sum(a.nbytes for a in p.values()), cf)
+
+
+def _timed(mode: str, step: Any, steps: int, blocks: int, nbytes: int, cf: Any) -> None:
+    """Warm up, time `blocks` blocks of `steps` steps after barriers, time a blocking all-reduce; rank 0 prints."""
+    import numpy as np
+
+    import symgraph.distributed as sgd
+
+    r, n = sgd.rank(), sgd.size()
+    for _ in range(20):  # compile and warm up
+        step()
+    comm = sgd.Communicator.of(sgd.comm) if mode == "dp" else None
+    times, waits = [], []
+    for _ in range(blocks):
+        sgd.barrier()
+        w0 = comm.wait_seconds if comm else 0.0
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        times.append((time.perf_counter() - t0) / steps)
+        waits.append(((comm.wait_seconds - w0) / steps) if comm else 0.0)
+    buf = np.ones(nbytes // 4, np.float32)
+    out = np.empty_like(buf)
+    ar = []
+    for _ in range(blocks):
+        sgd.barrier()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            sgd.comm.Allreduce(buf, out)
+        ar.append((time.perf_counter() - t0) / steps)
+    everyone = sgd.comm.gather({"step": statistics.median(times), "wait": statistics.median(waits),
+                                "allreduce": statistics.median(ar)}, root=0)
+    if r == 0:
+        stats = cf.stats
+        print("W14JSON " + json.dumps({
+            "ranks": n, "mode": mode, "step": max(e["step"] for e in everyone),
+            "wait": max(e["wait"] for e in everyone), "allreduce": max(e["allreduce"] for e in everyone),
+            "bytes": nbytes, "communication": stats.get("communication"), "segments": stats.get("segments"),
+            "blocks": [round(t, 7) for t in times]}), flush=True)
+
+
+def _w6_torch_child(steps: int, blocks: int) -> None:
+    """W6's step with torch DDP (gloo) and torch.optim.AdamW, the model of bench.w6_transformer.TorchOps."""
+    _pin_rank()
+    import torch
+    import torch.distributed as dist
+
+    from . import w6_transformer as w6
+
+    torch.set_num_threads(1)
+    r, n = int(os.environ.get("PMI_RANK", "0")), int(os.environ.get("PMI_SIZE", "1"))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    dist.init_process_group("gloo", rank=r, world_size=n)
+    cfg = w6.FULL
+    data = w6.make_data(cfg, seed=r)
+    p0 = w6.make_data(cfg, seed=0)["params"]
+    ops = w6.TorchOps(torch)
+    xt, yt = torch.from_numpy(data["x"]), torch.from_numpy(data["y"])
+    mt = [[torch.from_numpy(a) for a in ms] for ms in data["masks"]]
+    maskt = torch.from_numpy(w6.causal_mask(cfg["T"]))
+
+    class Transformer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.p = torch.nn.ParameterDict({k.replace(".", "_"): torch.nn.Parameter(torch.from_numpy(v.copy()))
+                                             for k, v in p0.items()})
+
+        def forward(self, x: Any, y: Any) -> Any:
+            p = {k: self.p[k.replace(".", "_")] for k in p0}
+            return w6.loss_fn(ops, p, x, y, mt, cfg, maskt)
+
+    model = torch.nn.parallel.DistributedDataParallel(Transformer())
+    opt = torch.optim.AdamW(model.parameters(), lr=w6.LR, betas=(w6.BETA1, w6.BETA2), eps=w6.EPS,
+                            weight_decay=w6.WD)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        model(xt, yt).backward()
+        opt.step()
+
+    for _ in range(5):
+        step()
+    times = []
+    for _ in range(blocks):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        times.append((time.perf_counter() - t0) / steps)
+    med = torch.tensor([statistics.median(times)], dtype=torch.float64)
+    dist.all_reduce(med, op=dist.ReduceOp.MAX)
+    if r == 0:
+        print("W14JSON " + json.dumps({"ranks": n, "mode": "torch", "step": float(med[0]), "wait": None,
+                                       "allreduce": None, "bytes": sum(v.nbytes for v in p0.values()),
+                                       "blocks": [round(t, 7) for t in times]}), flush=True)
+    dist.destroy_process_group()
+
+
+def measure(n: int, mode: str, steps: int, blocks: int, timeout: float = 600, model: str = "mlp") -> dict:
     """Run `_child` under `mpiexec -n n` in fresh processes; return rank 0's figures.
 
     Raises:
@@ -160,19 +301,36 @@ def measure(n: int, mode: str, steps: int, blocks: int, timeout: float = 600) ->
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, SYMGRAPH_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
                PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # every CPU back for mpiexec's processes (`--threads 1` pinned this one to a single CPU); each rank pins itself
+    unpin = (lambda: os.sched_setaffinity(0, _all_cpus())) if hasattr(os, "sched_setaffinity") else None
     p = subprocess.run([exe, "-n", str(n), sys.executable, "-m", "bench.w14_scaling", "--child", mode, str(steps),
-                        str(blocks)], capture_output=True, text=True, timeout=timeout, env=env, cwd=root)
+                        str(blocks), model], capture_output=True, text=True, timeout=timeout, env=env, cwd=root,
+                       preexec_fn=unpin)
     for line in p.stdout.splitlines():
         if line.startswith("W14JSON "):
             return json.loads(line[len("W14JSON "):])
     raise RuntimeError(f"mpiexec -n {n} failed ({p.returncode}): {p.stderr[-2000:]}")
 
 
+MODELS = {  # model: (table title, samples per rank per step, (steps, blocks, rounds) full, quick)
+    "mlp": ("W14 weak scaling: W2 MLP step", 256, (50, 9, 3), (20, 5, 1)),
+    "transformer": ("W14 weak scaling: W6 transformer step (AdamW)", 16, (10, 9, 3), (3, 3, 1)),
+}
+
+
 def run(settings):  # noqa: ANN001 - bench.harness.Settings
     """Measure each configuration in fresh processes; rounds alternate configurations, medians reported."""
-    from .harness import Row, Table, WorkloadResult
+    from .harness import WorkloadResult
 
-    steps, blocks, rounds = (20, 5, 1) if settings.quick else (50, 9, 3)
+    models = os.environ.get("BENCH_W14_MODELS", "mlp,transformer").split(",")
+    return WorkloadResult("W14", TITLE, [_table(settings, m) for m in models])
+
+
+def _table(settings, model: str):  # noqa: ANN001, ANN202 - bench.harness.Settings -> Table
+    from .harness import Row, Table
+
+    title, per_rank, full, quick = MODELS[model]
+    steps, blocks, rounds = quick if settings.quick else full
     configs = [("symgraph 1 process (sg.compile)", 1, "plain"), ("symgraph 1 rank (data_parallel)", 1, "dp"),
                ("symgraph 2 ranks (data_parallel)", 2, "dp")]
     torch_ok = _has_torch()
@@ -181,7 +339,7 @@ def run(settings):  # noqa: ANN001 - bench.harness.Settings
     res: dict[str, list[dict]] = {name: [] for name, _, _ in configs}
     for _ in range(rounds):
         for name, n, mode in configs:
-            res[name].append(measure(n, mode, steps, blocks))
+            res[name].append(measure(n, mode, steps, blocks, model=model))
     bases = {"plain": configs[0][0], "dp": configs[0][0], "torch": "torch DDP gloo 1 rank"}
     rows = []
     for name, n, mode in configs:
@@ -190,7 +348,7 @@ def run(settings):  # noqa: ANN001 - bench.harness.Settings
         row = Row(name, median=step, min=min(r["step"] for r in res[name]), max=max(r["step"] for r in res[name]),
                   reps=rounds * blocks, number=steps)
         # weak scaling: (n-rank throughput) / (n x 1-process throughput) = 1-process step / n-rank step
-        row.extras = {"ranks": n, "samples/s": round(n * 256 / step), "efficiency": round(base / step, 3)}
+        row.extras = {"ranks": n, "samples/s": round(n * per_rank / step), "efficiency": round(base / step, 3)}
         if mode == "dp":
             row.extras["wait/step"] = f"{statistics.median(r['wait'] for r in res[name]) * 1e6:.0f} us"
             row.extras["allreduce alone"] = f"{statistics.median(r['allreduce'] for r in res[name]) * 1e6:.0f} us"
@@ -198,15 +356,16 @@ def run(settings):  # noqa: ANN001 - bench.harness.Settings
     if not torch_ok:
         rows.append(Row("torch DDP gloo", status="missing", message="torch is not installed"))
     last = res[configs[2][0]][-1]
-    notes = [f"gradient bytes per step {last['bytes']}, buckets {last['communication']['buckets']}, native segments "
-             f"{last['segments']}; efficiency = 1-rank step / n-rank step (symgraph: against the plain 1-process "
-             f"step; torch: against DDP on 1 rank); {rounds} rounds x {blocks} blocks of {steps} steps, slowest rank",
+    notes = [f"gradient bytes per step {last['bytes']}, buckets {last['communication']['buckets']}, overlapped "
+             f"nodes per bucket {last['communication']['overlapped_nodes']}, native segments {last['segments']}; "
+             f"{per_rank} samples per rank per step; efficiency = 1-rank step / n-rank step (symgraph: against the "
+             f"plain 1-process step; torch: against DDP on 1 rank); {rounds} rounds x {blocks} blocks of {steps} "
+             "steps, slowest rank; each rank pinned to its own CPU",
              "wait/step: time a rank spent in MPI waits per step (communication not hidden); allreduce alone: a "
              "blocking MPI_Allreduce of the same bytes timed by itself",
              f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a shared machine)"]
-    t = Table("W14 weak scaling", rows, extra_columns=["ranks", "samples/s", "efficiency", "wait/step",
-                                                       "allreduce alone"], notes=notes)
-    return WorkloadResult("W14", TITLE, [t])
+    return Table(title, rows, extra_columns=["ranks", "samples/s", "efficiency", "wait/step", "allreduce alone"],
+                 notes=notes)
 
 
 def _has_torch() -> bool:
@@ -217,10 +376,13 @@ def _has_torch() -> bool:
 
 if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1] == "--child":
-        if sys.argv[2] == "torch":
-            _torch_child(int(sys.argv[3]), int(sys.argv[4]))
+        mode_, steps_, blocks_ = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        if (sys.argv[5] if len(sys.argv) > 5 else "mlp") == "transformer":
+            _w6_torch_child(steps_, blocks_) if mode_ == "torch" else _w6_child(mode_, steps_, blocks_)
+        elif mode_ == "torch":
+            _torch_child(steps_, blocks_)
         else:
-            _child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+            _child(mode_, steps_, blocks_)
     else:
         for cfg in ((1, "plain"), (1, "dp"), (2, "dp")):
             print(cfg, measure(cfg[0], cfg[1], 50, 5))
