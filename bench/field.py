@@ -8,7 +8,8 @@
 - System factories that turn "a function of the case's inputs" into a
   harness `System` for symgraph (``sg.compile``), JAX (``jax.jit``, every call
   ends with ``block_until_ready``), autograd, PyTorch eager and hand-written
-  NumPy. Each factory takes ``make(...)`` returning the function to run, so a
+  NumPy, and hand-written C++ (`cpp_system`: a ``bench/cpp`` source compiled on
+  first use, called through ctypes). Each factory takes ``make(...)`` returning the function to run, so a
   workload says once what it computes and each peer builds it its own way.
 """
 
@@ -23,7 +24,10 @@ from .common import import_jax, import_symgraph, import_torch, jax_block
 from .harness import System, flatten, to_numpy
 
 __all__ = ["RHO_TOL", "rho", "rho_compare", "central_difference", "symgraph_system", "jax_system",
-           "autograd_system", "torch_system", "numpy_system"]
+           "autograd_system", "torch_system", "numpy_system", "cpp_system", "CPP_NAME"]
+
+#: the row name of the hand-written C++ peers
+CPP_NAME = "C++ (hand-written)"
 
 #: the check's bound on ρ
 RHO_TOL = 1e-8
@@ -135,4 +139,23 @@ def numpy_system(fn: Callable, name: str = "numpy", note: str = "hand-written de
     """The hand-written NumPy function itself."""
     def prepare(*inputs):
         return lambda: (lambda: fn(*inputs))
+    return System(name, prepare, note=note)
+
+
+def cpp_system(source: str, make: Callable[[Any], Callable], name: str = CPP_NAME, note: str = "") -> System:
+    """Hand-written C++: ``make(lib)`` on the library that ``bench/cpp/<source>.cpp`` compiles to.
+
+    ``prepare`` only looks for the compiler (none: ``CompilerMissing``, an
+    ImportError, so the row is "missing" with the reason); the compile (or the
+    cache hit) is part of the timed first call, as a JIT's compile is.
+    """
+    def prepare(*inputs):
+        from .cpp.build import compiler
+        compiler()
+
+        def build():
+            from .cpp.build import load
+            fn = make(load(source))
+            return lambda: fn(*inputs)
+        return build
     return System(name, prepare, note=note)

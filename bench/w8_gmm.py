@@ -31,7 +31,7 @@ import os
 
 import numpy as np
 
-from .field import (autograd_system, jax_system, numpy_system, rho_compare, symgraph_system,
+from .field import (autograd_system, cpp_system, jax_system, numpy_system, rho_compare, symgraph_system,
                     torch_system)
 from .harness import Settings, WorkloadResult, merge_tables, run_case
 
@@ -181,6 +181,38 @@ def gmm_torch(torch, alphas, means, icf, x):
     return constants(d, k, n) + slse - n * lse_alpha + prior
 
 
+def gmm_cpp(lib):
+    """The hand-written C++ objective and gradient (``bench/cpp/gmm.cpp``) as a function of the inputs.
+
+    Args:
+        lib: the ``ctypes.CDLL`` of ``bench/cpp/gmm.cpp`` (`bench.cpp.build.load`).
+
+    Returns:
+        ``fn(alphas, means, icf, x) -> (f, (∂f/∂α, ∂f/∂μ, ∂f/∂icf))`` on float64
+        arrays of the shapes of `gmm_numpy`; outputs are fresh arrays.
+    """
+    import ctypes
+
+    c = lib.gmm_objective_grad
+    c.restype = ctypes.c_double
+    ptr = ctypes.c_void_p              # raw data pointers: ndpointer's checks cost ~30 us a call here
+    c.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ptr, ptr, ptr, ptr, ctypes.c_double, ctypes.c_int,
+                  ptr, ptr, ptr]
+
+    def fn(alphas, means, icf, x):
+        k, d = means.shape
+        n = x.shape[0]
+        arrs = [np.ascontiguousarray(v, dtype=np.float64) for v in (alphas, means, icf, x)]
+        want = [(k,), (k, d), (k, d + d * (d - 1) // 2), (n, d)]
+        if [a.shape for a in arrs] != want:
+            raise ValueError(f"gmm_cpp: shapes {[a.shape for a in arrs]}, expected {want}")
+        ga, gm, gi = np.empty(k), np.empty((k, d)), np.empty((k, want[2][1]))
+        f = c(d, k, n, *(a.ctypes.data for a in arrs), GAMMA, M, ga.ctypes.data, gm.ctypes.data,
+              gi.ctypes.data)
+        return f, (ga, gm, gi)
+    return fn
+
+
 # --------------------------------------------------------------------------- systems
 
 def _torch_vg(torch):
@@ -202,6 +234,8 @@ def systems() -> list:
                    note="jax.jit(jax.value_and_grad); block_until_ready"),
         autograd_system(_autograd_vg, note="autograd.value_and_grad of a tuple (alphas, means, icf)"),
         torch_system(_torch_vg),
+        cpp_system("gmm", gmm_cpp, note="bench/cpp/gmm.cpp: hand-derived reverse mode, g++ -O3 -march=native, "
+                                        "one thread, called through ctypes"),
     ]
 
 
