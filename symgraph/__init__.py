@@ -62,6 +62,8 @@ from .compile import CompiledFunction, compile  # noqa: A004  (sg.compile, per t
 from .custom import custom_jvp, custom_vjp
 from .control import cond, fori_loop, scan, switch, while_loop
 from . import loop_checkpoint as _loop_checkpoint  # noqa: F401  (installs Region.checkpointed_reverse)
+from . import while_checkpoint as _while_checkpoint  # noqa: F401  (installs WhileRegion.checkpointed_vjp)
+from .while_checkpoint import while_schedule_counts
 from .testing import check_grads, check_vjp_jvp
 from .eager import config
 from .state import StateError, load_state, save_state
@@ -78,6 +80,7 @@ __all__ = [
     "trace", "Graph", "Node", "Builder", "evaluate", "numpy", "viz", "nn", "optim", "random",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp", "stop_gradient",
     "vmap", "scan", "fori_loop", "cond", "switch", "while_loop", "custom_vjp", "custom_jvp", "config", "check_vjp_jvp",
+    "while_schedule_counts",
     "elementwise_grad", "deriv", "grad_named", "make_vjp", "make_jvp", "linearize", "vector_jacobian_product",
     "tensor_jacobian_product", "hessian_tensor_product", "hessian_vector_product", "make_hvp", "make_ggnvp",
     "compile", "CompiledFunction", "simplify", "check_grads",

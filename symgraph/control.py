@@ -378,22 +378,34 @@ def _branch(what: str, index: Any, fns: list, operands: tuple) -> Any:
     return tree_unflatten(t0, res)
 
 
-def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps: int | None = None) -> Any:
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps: int | None = None,
+               checkpoints: int | None = None) -> Any:
     """`while cond_fun(val): val = body_fun(val)` with a traced condition (JAX's `lax.while_loop`).
 
-    Without `max_steps` the trip count is whatever the condition gives at run
-    time: forward mode (jvp) and vmap work (a batched condition runs until every
-    example is done; each example's carry stops changing when its own condition
-    is false), reverse mode raises (it needs a bound). With `max_steps=N` the
-    loop is a `scan` of N steps whose body is `sg.cond(cond_fun(val), body_fun,
-    identity)`: reverse mode works too (it stores N steps' residuals), and the
-    loop stops after N steps if the condition is still true then.
+    Without `max_steps` or `checkpoints` the trip count is whatever the condition
+    gives at run time: forward mode (jvp) and vmap work (a batched condition runs
+    until every example is done; each example's carry stops changing when its own
+    condition is false), reverse mode raises (it needs one of the two).
+
+    - `checkpoints=s`: the trip count stays a run-time value and reverse mode keeps
+      s carry snapshots, whatever the trip count n: the loop also counts its steps,
+      and the backward sweep is a while loop running Griewank & Walther's binomial
+      (Revolve) schedule from the initial carry, its next action computed in the
+      graph (symgraph.while_checkpoint). It evaluates the body n + t(n, s) + n times
+      in all (t = the binomial recompute count, `while_schedule_counts`); memory is
+      s + 1 carries and one step's values. Grad of grad, hvp and hessian work.
+    - `max_steps=N`: the loop is a `scan` of N steps whose body is
+      `sg.cond(cond_fun(val), body_fun, identity)`: reverse mode stores N steps'
+      residuals, and the loop stops after N steps if the condition is still true
+      then (running it raises `LoopLimitError`).
 
     Args:
         cond_fun: `cond_fun(val) -> bool scalar`.
         body_fun: `body_fun(val) -> val`, keeping val's structure, shapes and dtypes.
         init_val: the initial value (pytree of arrays or numbers).
         max_steps: None, or an int >= 0 bounding the number of steps.
+        checkpoints: None, or an int s >= 1: the number of carry snapshots reverse mode keeps
+            (the initial carry's included).
 
     Returns:
         The final value.
@@ -401,8 +413,20 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps:
     Raises:
         DTypeError, ShapeError: cond_fun does not return a bool scalar; body_fun changes a leaf's
             dtype or shape (named).
-        SymgraphError: body_fun changes the structure; a bad max_steps.
+        SymgraphError: body_fun changes the structure; a bad max_steps or checkpoints (s < 1, not an
+            int), or both given.
+
+    References:
+        Griewank & Walther, "Algorithm 799: Revolve", ACM TOMS 26(1) (2000).
     """
+    if checkpoints is not None:
+        if not isinstance(checkpoints, (int, np.integer)) or isinstance(checkpoints, bool) or checkpoints < 1:
+            raise SymgraphError(f"while_loop: checkpoints must be an int >= 1 (the number of carry snapshots "
+                                f"reverse mode keeps), got {checkpoints!r}")
+        if max_steps is not None:
+            raise SymgraphError("while_loop: give max_steps or checkpoints, not both (max_steps=N stores N steps; "
+                                "checkpoints=s keeps s snapshots of a loop whose trip count is known at run time)")
+        checkpoints = int(checkpoints)
     if max_steps is not None:
         if not isinstance(max_steps, (int, np.integer)) or isinstance(max_steps, bool) or max_steps < 0:
             raise SymgraphError(f"while_loop: max_steps must be an int >= 0 or None, got {max_steps!r}")
@@ -412,8 +436,8 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps:
                    f"true); raise max_steps, or check that the loop ends")
         return bounded_while(cond_fun, body_fun, init_val, int(max_steps), message)
     if tracing_active() or _has_nodes(init_val):
-        return _while(cond_fun, body_fun, init_val)
-    return run(lambda v: _while(cond_fun, body_fun, v), (init_val,), f"while_loop({_fname(body_fun)})")
+        return _while(cond_fun, body_fun, init_val, checkpoints)
+    return run(lambda v: _while(cond_fun, body_fun, v, checkpoints), (init_val,), f"while_loop({_fname(body_fun)})")
 
 
 def bounded_while(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps: int, message: str,
@@ -443,7 +467,7 @@ def bounded_while(cond_fun: Callable, body_fun: Callable, init_val: Any, max_ste
     return tree_unflatten(tree, [b.make(OPS["guard"], (L.asnode(x), ok), attrs) for x in leaves])
 
 
-def _while(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
+def _while(cond_fun: Callable, body_fun: Callable, init_val: Any, checkpoints: int | None = None) -> Any:
     name = f"while_loop({_fname(body_fun)})"
     leaves, tree = tree_flatten(init_val)
     paths = tree_paths(tree)
@@ -475,8 +499,14 @@ def _while(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     captured, cap_ph, flat = capture([pred] + outs, cph)
     from .ir import Graph
 
-    ins = cph + cap_ph
-    region = WhileRegion(Graph(ins, flat[:1], name=_fname(cond_fun)), Graph(ins, flat[1:], name=_fname(body_fun)),
-                         len(cph), name=name)
+    carries, body_outs = list(cph), flat[1:]
+    if checkpoints is not None:  # the step counter: reverse mode's trip count (symgraph.while_checkpoint)
+        k = placeholder((), np.int64, "steps")
+        carries.append(k)
+        body_outs = body_outs + [L.binary("add", k, L.constant(np.int64(1)))]
+        init = init + [L.constant(np.int64(0))]
+    ins = carries + cap_ph
+    region = WhileRegion(Graph(ins, flat[:1], name=_fname(cond_fun)), Graph(ins, body_outs, name=_fname(body_fun)),
+                         len(carries), name=name, checkpoints=checkpoints)
     nodes = init + captured
     return tree_unflatten(tree, [while_node(nodes, region, j) for j in range(len(cph))])

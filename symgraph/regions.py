@@ -460,12 +460,16 @@ class WhileRegion:
         body: Graph (carry, captured) -> carry (the same input nodes as `cond`).
         nk: the number of carry leaves (the rest of the inputs are captured values).
         name: label for dumps.
+        checkpoints: None, or s >= 1: the last carry is an int64 step counter and reverse mode
+            keeps s carry snapshots (`checkpointed_vjp`, symgraph.while_checkpoint).
     """
 
     parent = None
 
-    def __init__(self, cond: Graph, body: Graph, nk: int, name: str = "while_loop", simplify_body: bool = True):
+    def __init__(self, cond: Graph, body: Graph, nk: int, name: str = "while_loop", simplify_body: bool = True,
+                 checkpoints: int | None = None):
         b = current_builder()
+        self.checkpoints = checkpoints
         self.cond = simplify(cond, builder=b) if simplify_body else cond
         self.body = simplify(body, builder=b) if simplify_body else body
         self.nk = nk
@@ -527,11 +531,16 @@ class WhileRegion:
         return r
 
     def vjp_group(self, cts: dict, node: Node) -> tuple:
+        """Reverse mode: by binomial checkpointing when the loop counts its steps (`checkpoints`), else an error."""
+        if self.checkpoints is not None:
+            return self.checkpointed_vjp(cts, node)  # symgraph.while_checkpoint
         from .errors import UnsupportedOpError
 
-        raise UnsupportedOpError(f"{self.name}: reverse mode through a while_loop needs a bound on its trip count: "
-                                 f"pass max_steps=N (sg.while_loop(cond_fun, body_fun, init_val, max_steps=N)); "
-                                 f"forward mode (jvp) works without it", meta(node).location)
+        raise UnsupportedOpError(f"{self.name}: reverse mode through a while_loop needs a number of snapshots or "
+                                 f"a bound on its trip count: pass checkpoints=s (sg.while_loop(cond_fun, "
+                                 f"body_fun, init_val, checkpoints=s): s carry snapshots, the trip count known "
+                                 f"at run time) or max_steps=N (N steps stored); forward mode (jvp) works without "
+                                 f"either", meta(node).location)
 
     def _tangents(self, mask: tuple) -> tuple:
         def build() -> tuple:

@@ -1,0 +1,177 @@
+"""Reverse mode through `sg.while_loop(..., checkpoints=s)`: a run-time trip count, s carry snapshots.
+
+Gradients equal the max_steps version's (which stores every step) to rounding and central
+differences; the evaluator runs the body exactly n + t(n, s) + n times, t the binomial optimum
+found by a brute force over the split points; the compiled arena does not depend on n.
+"""
+
+import functools
+import math
+
+import numpy as np
+import pytest
+
+import symgraph as sg
+from symgraph.ops import OPS
+from symgraph.passes.checkpoint import revolve_extra_steps
+from symgraph.while_checkpoint import while_schedule_counts
+
+
+@functools.cache
+def brute_force(l, s):
+    """Fewest step evaluations to reverse l steps with s snapshots: every first split point tried."""
+    if l <= 1:
+        return 0
+    if s == 0:
+        return float("inf")
+    return min(m + brute_force(l - m, s - 1) + brute_force(m, s) for m in range(1, l))
+
+
+def split_formula(l, ss):
+    """The split `revolve_split` computes in the graph (the module docstring's formula), in Python."""
+    r = 0
+    while math.comb(ss + r, ss) < l:
+        r += 1
+    c = lambda n, k: math.comb(n, k) if n >= 0 and k >= 0 else 0  # noqa: E731
+    return min(max(c(ss + r - 2, ss), l - c(ss + r - 1, ss - 1), 1), c(ss + r - 1, ss), l - 1)
+
+
+def test_split_formula_is_optimal():
+    for ss in range(1, 7):
+        for l in range(2, 120):
+            m = split_formula(l, ss)
+            assert 1 <= m < l
+            assert m + brute_force(l - m, ss - 1) + brute_force(m, ss) == brute_force(l, ss), (l, ss, m)
+
+
+def sqrt_newton(a, **kw):
+    return sg.while_loop(lambda c: np.abs(c * c - a) > 1e-12 * a, lambda c: 0.5 * (c + a / c), a, **kw)
+
+
+def rnn(W, b, h0, N, **kw):
+    """A loop whose trip count depends on the data (|h| grows past a threshold) and on N (traced)."""
+    def cond(c):
+        h, k = c
+        return np.logical_and(np.sum(h * h) < 4.0, k < N)
+
+    def body(c):
+        h, k = c
+        return np.tanh(W @ h + b) * 1.5 + 0.1 * h, k + 1
+
+    h, k = sg.while_loop(cond, body, (h0, np.int64(0)), **kw)
+    return np.sum(h ** 3) + np.sum(h)
+
+
+def rnn_data(H=4):
+    rng = np.random.default_rng(0)
+    return 0.5 * rng.normal(size=(H, H)), 0.3 * rng.normal(size=H), 0.2 * rng.normal(size=H)
+
+
+def trips(W, b, h0, N):
+    h, k = h0, 0
+    while np.sum(h * h) < 4.0 and k < N:
+        h, k = np.tanh(W @ h + b) * 1.5 + 0.1 * h, k + 1
+    return k
+
+
+def test_newton_gradient_matches_bounded_and_analytic():
+    for s in (1, 2, 3):
+        g = sg.grad(lambda a: sqrt_newton(a, checkpoints=s))(2.0)
+        ref = sg.grad(lambda a: sqrt_newton(a, max_steps=40))(2.0)
+        np.testing.assert_allclose(g, ref, rtol=1e-13)
+        np.testing.assert_allclose(g, 0.5 / np.sqrt(2.0), rtol=1e-12)
+    sg.check_grads(lambda a: sqrt_newton(a, checkpoints=2), (3.0,), order=1)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "llvm"])
+def test_data_dependent_loop_matches_bounded(backend):
+    W, b, h0 = rnn_data()
+    for N in (0, 1, 5, 30):
+        vg_c = sg.compile(sg.value_and_grad(lambda W, b, h0, N: rnn(W, b, h0, N, checkpoints=3), argnums=(0, 1, 2)),
+                          backend=backend)
+        vg_b = sg.compile(sg.value_and_grad(lambda W, b, h0, N: rnn(W, b, h0, N, max_steps=40), argnums=(0, 1, 2)),
+                          backend=backend)
+        (v1, g1), (v2, g2) = vg_c(W, b, h0, np.int64(N)), vg_b(W, b, h0, np.int64(N))
+        assert np.isclose(v1, v2, rtol=1e-14)
+        for x, y in zip(g1, g2):
+            np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-14)
+    assert trips(W, b, h0, 200) == 23   # the threshold, not N, ends the last loop
+
+
+def test_data_dependent_loop_finite_differences():
+    W, b, h0 = rnn_data()
+    sg.check_grads(lambda W, b, h0: rnn(W, b, h0, np.int64(100), checkpoints=2), (W, b, h0), order=1)
+
+
+@pytest.mark.parametrize("s", [1, 2, 3, 4])
+def test_body_runs_the_optimal_number_of_times(s, monkeypatch):
+    calls = []
+    impl = OPS["tanh"].impl
+    monkeypatch.setattr(OPS["tanh"], "impl", lambda x: (calls.append(1), impl(x))[1])
+    W, b, h0 = rnn_data()
+    f = sg.grad(lambda W, N: rnn(W, b, h0, N, checkpoints=s))
+    g = sg.simplify(sg.trace(f, W, np.int64(3)))
+    ref = sg.grad(lambda W, N: rnn(W, b, h0, N, max_steps=15))
+    for n in range(0, 14):
+        assert trips(W, b, h0, n) == n
+        calls.clear()
+        got = g.evaluate(W, np.int64(n))
+        # the primal loop, the reverse loop's advances from the initial carry, one taped step each
+        assert len(calls) == n + brute_force(n, s) + n == while_schedule_counts(n, s)["body_evaluations"]
+        assert revolve_extra_steps(n, s) == brute_force(n, s)
+        monkeypatch.setattr(OPS["tanh"], "impl", impl)
+        np.testing.assert_allclose(got, ref(W, np.int64(n)), rtol=1e-12, atol=1e-15)
+        monkeypatch.setattr(OPS["tanh"], "impl", lambda x: (calls.append(1), impl(x))[1])
+
+
+def test_arena_does_not_depend_on_the_trip_count():
+    rng = np.random.default_rng(3)
+    H = 64
+    W, b, h0 = 0.05 * rng.normal(size=(H, H)), 0.01 * rng.normal(size=H), 0.01 * rng.normal(size=H)
+
+    def f(W, N, **kw):
+        h, k = sg.while_loop(lambda c: c[1] < N, lambda c: (np.tanh(W @ c[0] + b), c[1] + 1), (h0, np.int64(0)),
+                             **kw)
+        return np.sum(h * h)
+
+    cf = sg.compile(sg.grad(lambda W, N: f(W, N, checkpoints=4)))
+    peaks = []
+    for n in (3, 50, 400):
+        g = cf(W, np.int64(n))
+        peaks.append(cf.stats["peak_bytes"])
+        np.testing.assert_allclose(g, sg.compile(sg.grad(lambda W, N: f(W, N, max_steps=n)))(W, np.int64(n)),
+                                   rtol=1e-10, atol=1e-16)
+    assert len(set(peaks)) == 1   # one compiled program, one arena, whatever n
+    cb = sg.compile(sg.grad(lambda W, N: f(W, N, max_steps=400)))
+    cb(W, np.int64(400))
+    # 400 stored steps (a tanh output and a carry each, 64 float64) against 4 snapshots and a few carries
+    assert peaks[0] < cb.stats["peak_bytes"] / 4
+
+
+def test_second_order():
+    def f(a):
+        return sqrt_newton(a, checkpoints=2) ** 3
+
+    # d/da a^(3/2) = 1.5 sqrt(a); d2 = 0.75 / sqrt(a)
+    np.testing.assert_allclose(sg.grad(f)(2.0), 1.5 * np.sqrt(2.0), rtol=1e-12)
+    np.testing.assert_allclose(sg.grad(sg.grad(f))(2.0), 0.75 / np.sqrt(2.0), rtol=1e-10)
+    np.testing.assert_allclose(sg.hvp(f, (2.0,), (1.0,)), 0.75 / np.sqrt(2.0), rtol=1e-10)
+    W, b, h0 = rnn_data()
+    hv = sg.hvp(lambda b: rnn(W, b, h0, np.int64(100), checkpoints=2), (b,), (np.ones_like(b),))
+    ref = sg.hvp(lambda b: rnn(W, b, h0, np.int64(100), max_steps=30), (b,), (np.ones_like(b),))
+    np.testing.assert_allclose(hv, ref, rtol=1e-10, atol=1e-12)
+    H = sg.compile(sg.hessian(lambda b: rnn(W, b, h0, np.int64(100), checkpoints=3)))(b)
+    np.testing.assert_allclose(H, sg.hessian(lambda b: rnn(W, b, h0, np.int64(100), max_steps=30))(b),
+                               rtol=1e-9, atol=1e-11)
+
+
+def test_bad_checkpoints():
+    for bad in (0, -2, 1.5, True, "3"):
+        with pytest.raises(sg.SymgraphError, match="checkpoints must be an int >= 1"):
+            sqrt_newton(2.0, checkpoints=bad)
+    with pytest.raises(sg.SymgraphError, match="not both"):
+        sqrt_newton(2.0, checkpoints=2, max_steps=10)
+    with pytest.raises(sg.UnsupportedOpError, match="checkpoints=s"):
+        sg.grad(sqrt_newton)(2.0)
+    with pytest.raises(sg.SymgraphError, match=">= 1"):
+        while_schedule_counts(5, 0)
