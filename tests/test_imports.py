@@ -74,6 +74,7 @@ LAYERS = {
     "symgraph.control": 8,  # scan, fori_loop, cond, switch
     "symgraph.guards": 8,
     "symgraph.loop_checkpoint": 8,  # checkpointed loop reversal (snapshot and action loops)
+    "symgraph.while_checkpoint": 8,  # reverse mode through while_loop(checkpoints=s): Revolve as an in-graph loop
     "symgraph.rolling": 8,  # Python loops rolled into scan loops (sg.compile(roll=True)); transforms call it  # bounded loops' run-time checks as extra outputs of compiled graphs
     "symgraph.testing": 8,
     "symgraph.numpy_backend": 8,
