@@ -22,6 +22,7 @@ References:
 from __future__ import annotations
 
 import itertools
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -34,6 +35,17 @@ from .ops import OPS
 __all__ = ["vjp_nodes", "jvp_nodes", "vjp_pass", "jvp_pass", "fresh", "is_float", "placeholder", "depends_on"]
 
 _fresh_tags = itertools.count()
+_group_needed = threading.local()
+
+
+def needed_inputs() -> tuple[bool, ...] | None:
+    """While reverse mode runs a group VJP rule (`Op.extra["group_vjp"]`): per input of the node, whether a
+    cotangent of it is used (it depends on a differentiated value); None outside such a rule.
+
+    A rule may skip the cotangents nobody reads (a `while_loop`'s closed-over arrays that are not
+    differentiated, whose cotangent would be an accumulator carried through the backward loop).
+    """
+    return getattr(_group_needed, "value", None)
 
 
 
@@ -212,9 +224,12 @@ def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: S
             continue
         if members is not None:
             prev = set_build_context(meta(n).location, "backward")
+            outer = getattr(_group_needed, "value", None)
+            _group_needed.value = tuple(x in dep for x in n.inputs)
             try:
                 in_cts = op.extra["group_vjp"](group_cts, n)
             finally:
+                _group_needed.value = outer
                 set_build_context(*prev)
             _add_input_cts(cts, n, in_cts, dep)
             continue

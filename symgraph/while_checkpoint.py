@@ -53,7 +53,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import lax as L
-from .autodiff import is_float, placeholder, vjp_nodes
+from .autodiff import is_float, needed_inputs, placeholder, vjp_nodes
 from .branches import Branches, cond_node
 from .ir import Graph, Node, meta, role
 from .loop_checkpoint import _store, _zeros, inline
@@ -174,7 +174,8 @@ def checkpointed_vjp(self: WhileRegion, cts: dict[int, Node], node: Node) -> tup
     with role(m.role, m.origin):  # the trip count is an output of the primal loop
         n = while_node(ins, self, nu)
     fk = [j for j in range(nu) if is_float(bi[j])]
-    fr = [i for i in range(nk, len(bi)) if is_float(bi[i])]
+    need = needed_inputs()  # closed-over values nobody differentiates get no accumulator
+    fr = [i for i in range(nk, len(bi)) if is_float(bi[i]) and (need is None or need[i])]
     nf, nr = len(fk), len(fr)
     # one taped step: the body's VJP graph, its forward values recomputed from the carry entering the step
     ct_ph = [placeholder(bi[j].shape, bi[j].dtype, "ct_carry") for j in fk]
