@@ -33,7 +33,7 @@ _tags = itertools.count()
 #: Ops applied to the real and the imaginary part alike (the same attrs; other inputs passed through).
 PARTWISE = frozenset({
     "copy", "stop_gradient", "broadcast_to", "reshape", "transpose", "slice", "unslice", "sum", "concatenate",
-    "gather", "checkpoint_name", "remat_begin", "remat_end", "cumsum",
+    "gather", "checkpoint_name", "remat_begin", "remat_end", "cumsum", "expand_dims", "squeeze", "scatter_add",
 })
 #: Every complex op the split lowers natively.
 PAIR_OPS = PARTWISE | {"input", "constant", "cast", "add", "sub", "neg", "mul", "div", "conj", "real", "imag",
@@ -130,7 +130,8 @@ def _rule(n: Any, val: dict, b: Any, L: Any) -> Any:
         _refuse(n)
     if name == "constant":
         a = n.attr("value").array
-        return (L.constant(np.ascontiguousarray(a.real)), L.constant(np.ascontiguousarray(a.imag)))
+        # (np.array, not np.ascontiguousarray: that makes a 0-d constant 1-d)
+        return (L.constant(np.array(a.real, order="C")), L.constant(np.array(a.imag, order="C")))
     if name in PARTWISE:
         return tuple(b.make(n.op, [v[p] if isinstance(v, tuple) else v for v in ins], n.attrs, n.tag) for p in (0, 1))
     if name == "cast":
@@ -183,7 +184,7 @@ def _rule(n: Any, val: dict, b: Any, L: Any) -> Any:
     if name in ELEMENTARY:
         return ELEMENTARY[name](*ins[0])
     if name == "where":
-        c, a, bb = ins
+        c, a, bb = (ins[0], *(v if isinstance(v, tuple) else (v, L.zeros_like(v)) for v in ins[1:]))  # real: 0j
         return (L.bind("where", c, a[0], bb[0]), L.bind("where", c, a[1], bb[1]))
     if name in ("eq", "ne"):
         (ar, ai), (br, bi) = ins

@@ -31,6 +31,7 @@ from . import lax as L
 from .errors import DTypeError, ShapeError, UnsupportedOpError
 from .ir import Graph, Node, current_builder, meta, set_build_context, toposort
 from .ops import OPS
+from .ops.core import real_dtype
 
 __all__ = ["vjp_nodes", "jvp_nodes", "vjp_pass", "jvp_pass", "fresh", "is_float", "placeholder", "depends_on"]
 
@@ -169,11 +170,16 @@ def _carry_mask(op: Any, n: Node, ct: Node, mask: tuple[Node, Node, bool]) -> tu
     """
     c, _, polarity = mask
     active = c if polarity else L.unary("logical_not", c, float_op=False)
-    ind = L.cast(active, ct.dtype)
+    ind = L.cast(active, real_dtype(ct.dtype))  # real for a complex ct too: compared with 0 below
     outs = op.vjp(ct, n)
     inds = op.vjp(ind, n)
-    return tuple(None if o is None or m is None else L.where(L.binary("gt", m, 0.0), o, 0.0)
+    return tuple(None if o is None or m is None else L.where(L.binary("gt", _real(m), 0.0), o, 0.0)
                  for o, m in zip(outs, inds))
+
+
+def _real(m: Node) -> Node:
+    """m's real part (an indicator pulled back through a complex op's VJP is complex with zero imaginary part)."""
+    return L.bind("real", m) if m.dtype.kind == "c" else m
 
 
 def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: Sequence[Node]) -> list[Node | None]:

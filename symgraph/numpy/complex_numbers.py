@@ -124,6 +124,13 @@ COMPLEX_FUNCTIONS = frozenset({
     _np.transpose, _np.swapaxes, _np.moveaxis, _np.squeeze, _np.expand_dims, _np.ravel, _np.where, _np.cumsum,
     _np.diag, _np.diagonal, _np.broadcast_to, _np.take, _np.copy, _np.shape, _np.ndim, _np.size, _np.abs,
     _np.square, _np.var, _np.std, _np.linalg.norm,
+    # structural and windowed functions (linear maps without conjugation: their rules hold as they are;
+    # tests/test_complex_structural.py): correlate conjugates v and nan_to_num works on each part, as NumPy's
+    _np.triu, _np.tril, _np.flip, _np.fliplr, _np.flipud, _np.roll, _np.rollaxis, _np.rot90, _np.tile, _np.repeat,
+    _np.pad, _np.hstack, _np.vstack, _np.column_stack, _np.split, _np.array_split, _np.hsplit, _np.vsplit,
+    _np.atleast_1d, _np.atleast_2d, _np.atleast_3d, _np.append, _np.diagflat, _np.take_along_axis, _np.cross,
+    _np.cumprod, _np.diff, _np.ediff1d, _np.trapezoid, _np.convolve, _np.correlate, _np.linspace, _np.select,
+    _np.nan_to_num, *(getattr(_np, _n) for _n in ("permute_dims", "concat") if hasattr(_np, _n)),
     # np.linalg (docs/linalg.md, "Complex matrices")
     _np.linalg.solve, _np.linalg.inv, _np.linalg.det, _np.linalg.slogdet, _np.linalg.cholesky, _np.linalg.tensorinv,
     _np.linalg.tensorsolve, _np.linalg.eigh, _np.linalg.eigvalsh, _np.linalg.svd, _np.linalg.eig,
@@ -137,7 +144,7 @@ COMPLEX_FUNCTIONS = frozenset({
 
 COMPLEX_METHODS = frozenset({
     "sum", "mean", "prod", "take", "squeeze", "ravel", "flatten", "swapaxes", "diagonal", "repeat", "trace",
-    "cumsum", "var", "std",
+    "cumsum", "var", "std", "cumprod",
 })
 
 

@@ -655,11 +655,15 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
 def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: Any = None, neginf: Any = None) -> Any:
     """NaN, +inf and -inf replaced by nan, posinf (default: the dtype's max) and neginf (its lowest).
 
-    Derivative 1 at finite values, 0 at replaced ones. Integers and bools pass through.
+    Derivative 1 at finite values, 0 at replaced ones. Integers and bools pass through. Complex x:
+    the real and the imaginary parts each, as NumPy's.
     """
     if not _traced(x):
         return _np.nan_to_num(x, copy=copy, nan=nan, posinf=posinf, neginf=neginf)
     x = _arr(x)
+    if x.dtype.kind == "c":
+        kw = {"nan": nan, "posinf": posinf, "neginf": neginf}
+        return L.bind("complex", nan_to_num(L.bind("real", x), **kw), nan_to_num(L.bind("imag", x), **kw))
     if x.dtype.kind != "f":
         return x
     fi = _np.finfo(x.dtype)

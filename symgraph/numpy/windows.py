@@ -225,12 +225,22 @@ def convolve(a: Any, v: Any, mode: str = "full") -> Any:
 
 
 def correlate(a: Any, v: Any, mode: str = "valid") -> Any:
-    """Cross-correlation of two real 1-d sequences: convolve(a, v[::-1], mode), as np.correlate."""
+    """Cross-correlation of two 1-d sequences, as np.correlate: c[k] = sum_n a[n + k] conj(v[n]).
+
+    convolve(a, conj(v)[::-1], mode); for complex v its conjugate, as NumPy's (real v: v itself).
+    """
     if not _traced(a, v):
         return _np.correlate(a, v, mode)
     a, v = _arr(a), _arr(v)
+    if v.dtype.kind == "c":
+        v = L.bind("conj", v)
+    return _correlate(a, v, mode)
+
+
+def _correlate(a: Any, v: Any, mode: str) -> Any:
+    """c[k] = sum_n a[n + k] v[n] (no conjugation)."""
     if a.ndim == 1 and v.ndim == 1 and 0 < a.shape[0] < v.shape[0]:
-        return flip(correlate(v, a, mode), 0)   # NumPy: the operands swapped, the result reversed
+        return flip(_correlate(v, a, mode), 0)   # NumPy: the operands swapped, the result reversed
     if v.ndim == 1:
         v = flip(v, 0)
     return _conv(a, v, mode, "correlate")

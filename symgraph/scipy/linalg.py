@@ -1,7 +1,7 @@
 """`symgraph.scipy.linalg`: SciPy's triangular, Cholesky and LU solvers on traced values (as `jax.scipy.linalg`).
 
 SciPy's functions convert their arguments with `np.asarray` before any protocol sees a
-tracer, so traced code calls these instead: `solve_triangular`, `cho_factor`/`cho_solve`,
+tracer, so traced code calls these instead (real or complex matrices): `solve_triangular`, `cho_factor`/`cho_solve`,
 `lu_factor`/`lu_solve`, `cholesky(lower=...)`, `det`, `inv`, `solve(assume_a=...)`, and `expm`
 (symgraph/scipy/matfuncs.py). Each is
 composed of the primitives of `symgraph.ops.factor` (differentiable to any order, batched over
@@ -31,12 +31,22 @@ def _shape(x: Any) -> tuple:
     return tuple(x.shape) if L.is_node(x) else np.shape(x)
 
 
-def _trans(trans: Any) -> bool:
+def _trans(trans: Any) -> tuple[bool, bool]:
+    """(transpose, conjugate) of SciPy's trans: 0/'N' a, 1/'T' aᵀ, 2/'C' aᴴ (for real a, aᵀ)."""
     if trans in (0, "N", "n"):
-        return False
-    if trans in (1, 2, "T", "t", "C", "c"):
-        return True  # real matrices: the conjugate transpose is the transpose
+        return False, False
+    if trans in (1, "T", "t"):
+        return True, False
+    if trans in (2, "C", "c"):
+        return True, True
     raise ShapeError(f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
+
+
+def _tri(a: Any, b: Any, lower: bool, trans: bool, unit: bool, conjugate: bool = False) -> Any:
+    """x with op(a) x = b, op(a) = a, aᵀ or (conjugate) aᴴ: aᴴ x = b is aᵀ conj(x) = conj(b)."""
+    if conjugate and trans and a.dtype.kind == "c":
+        return F.conj(_tri(a, F.conj(b), lower, True, unit))
+    return L.bind("triangular_solve", a, b, lower=lower, trans=trans, unit_diagonal=unit)
 
 
 def _rhs(b: Any, n: int, op: str) -> tuple[Any, bool]:
@@ -62,9 +72,9 @@ def _out(x: Any, vec: bool) -> Any:
 
 
 def _floats(a: Any, b: Any, op: str) -> tuple[Any, Any]:
-    a = _fz.float_matrix(a, op, 0)
-    b = _fz.float_matrix(b, op, 1, a.dtype)
-    return _fz.float_matrix(a, op, 0, b.dtype), b
+    a = _fz.float_matrix(a, op, 0, complex_ok=True)
+    b = _fz.float_matrix(b, op, 1, a.dtype, complex_ok=True)
+    return _fz.float_matrix(a, op, 0, b.dtype, complex_ok=True), b
 
 
 def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_diagonal: bool = False,
@@ -72,8 +82,9 @@ def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_d
     """x with op(a) x = b for triangular a, reading only its `lower` (or upper) triangle (BLAS trsm).
 
     Args:
-        a: (..., n, n) float32/float64. b: (n,) or (..., n, k); batch dims broadcast.
-        trans: 0/'N': a x = b; 1/'T' (or 2/'C'): aᵀ x = b.
+        a: (..., n, n) float32/float64/complex64/complex128. b: (n,) or (..., n, k); batch dims
+            broadcast; a real and a complex operand compute in the complex dtype.
+        trans: 0/'N': a x = b; 1/'T': aᵀ x = b; 2/'C': aᴴ x = b (for real a, aᵀ x = b).
         lower: read the lower triangle (default: the upper, as SciPy).
         unit_diagonal: take a's diagonal as ones (it is not read).
 
@@ -81,30 +92,33 @@ def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_d
         LinAlgError: a is not square, or (when evaluated) a zero or NaN on the diagonal read.
         ShapeError: b does not fit a.
 
-    References: Giles 2008 §2.3.1 (the VJP: b̄ = op(a)^-T x̄, op(a)‾ = -b̄ xᵀ on the triangle read).
+    References: Giles 2008 §2.3.1 (the VJP: b̄ = op(a)^-T x̄, op(a)‾ = -b̄ xᵀ on the triangle read;
+    complex: the same, holomorphic, under JAX's convention, docs/complex.md).
     """
     a, b = _floats(a, b, "solve_triangular")
     n = _fz.square(a, "solve_triangular")
     b2, vec = _rhs(b, n, "solve_triangular")
     a_, b_ = _batched(a, b2, n)
-    x = L.bind("triangular_solve", a_, b_, lower=bool(lower), trans=_trans(trans), unit_diagonal=bool(unit_diagonal))
-    return _out(x, vec)
+    t, c = _trans(trans)
+    return _out(_tri(a_, b_, bool(lower), t, bool(unit_diagonal), c), vec)
 
 
 def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
-    """The Cholesky factor of a: upper U with a = Uᵀ U (default, reading a's upper triangle) or lower
-    L with a = L Lᵀ (lower=True, reading the lower triangle), as SciPy's (LAPACK potrf).
+    """The Cholesky factor of a: upper U with a = Uᴴ U (default, reading a's upper triangle) or lower
+    L with a = L Lᴴ (lower=True, reading the lower triangle), as SciPy's (LAPACK potrf); for real a,
+    ᴴ is ᵀ. Complex a is Hermitian positive definite (the diagonal's imaginary part is not read).
 
     Raises:
         LinAlgError: a is not square, or (when evaluated) not positive definite or holds NaN.
 
-    References: Murray 2016 (the derivative rules, docs/linalg.md).
+    References: Murray 2016 (the derivative rules, docs/linalg.md; complex: docs/complex.md).
     """
-    a = _fz.float_matrix(a, "cholesky")
+    a = _fz.float_matrix(a, "cholesky", complex_ok=True)
     _fz.square(a, "cholesky")
     if lower:
         return L.bind("cholesky", a)
-    return L.swap_last(L.bind("cholesky", L.swap_last(a)))
+    # SciPy's U (a = Uᴴ U, read from a's upper triangle) is Lᴴ for the L of aᴴ's lower triangle
+    return F.mH(L.bind("cholesky", F.mH(a)))
 
 
 def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
@@ -127,9 +141,9 @@ def cho_solve(c_and_lower: tuple, b: Any, overwrite_b: bool = False, check_finit
     b2, vec = _rhs(b, n, "cho_solve")
     c_, b_ = _batched(c, b2, n)
     lower = bool(lower)
-    # a = L Lᵀ: x = L^-T (L^-1 b); a = Uᵀ U: x = U^-1 (U^-T b)
-    y = L.bind("triangular_solve", c_, b_, lower=lower, trans=not lower, unit_diagonal=False)
-    x = L.bind("triangular_solve", c_, y, lower=lower, trans=lower, unit_diagonal=False)
+    # a = L Lᴴ: x = L^-H (L^-1 b); a = Uᴴ U: x = U^-1 (U^-H b)  (ᴴ is ᵀ for real c)
+    y = _tri(c_, b_, lower, not lower, False, conjugate=True)
+    x = _tri(c_, y, lower, lower, False, conjugate=True)
     return _out(x, vec)
 
 
@@ -141,14 +155,14 @@ def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> t
 
     References: de Hoog, Anderssen & Lukas 2011 (the derivative rules of the factors).
     """
-    a = _fz.float_matrix(a, "lu_factor")
+    a = _fz.float_matrix(a, "lu_factor", complex_ok=True)
     _fz.square(a, "lu_factor")
     lu, ipiv, _ = F.lu_parts(L.bind("lu", a))
     return lu, L.cast(ipiv, np.int32)
 
 
 def lu_solve(lu_and_piv: tuple, b: Any, trans: Any = 0, overwrite_b: bool = False, check_finite: bool = True) -> Any:
-    """x with a x = b (trans 1/2: aᵀ x = b) from a's `lu_factor` (lu, piv).
+    """x with a x = b (trans 1/'T': aᵀ x = b, 2/'C': aᴴ x = b) from a's `lu_factor` (lu, piv).
 
     Raises:
         LinAlgError: (when evaluated) a zero on U's diagonal (a singular a).
@@ -167,7 +181,10 @@ def lu_solve(lu_and_piv: tuple, b: Any, trans: Any = 0, overwrite_b: bool = Fals
     piv_ = L.broadcast_to(piv, batch + (n,))
     b_ = L.broadcast_to(b2, batch + sb[-2:])
     perm = L.bind("pivots_to_permutation", piv_)
-    if not _trans(trans):
+    t, c = _trans(trans)
+    if c and lu_.dtype.kind == "c":  # aᴴ x = b: aᵀ conj(x) = conj(b)
+        return F.conj(lu_solve((lu, piv), F.conj(b), trans=1))
+    if not t:
         x = L.bind("triangular_solve", lu_, F.take_rows(b_, perm), lower=True, trans=False, unit_diagonal=True)
         x = L.bind("triangular_solve", lu_, x, lower=False, trans=False, unit_diagonal=False)
     else:
@@ -191,7 +208,7 @@ def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     Raises:
         LinAlgError: a is not square, or (when evaluated) singular.
     """
-    a = _fz.float_matrix(a, "inv")
+    a = _fz.float_matrix(a, "inv", complex_ok=True)
     n = _fz.square(a, "inv")
     return F.lu_solve(L.bind("lu", a), np.broadcast_to(np.eye(n, dtype=a.dtype), _shape(a)))
 
@@ -202,14 +219,18 @@ def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False, overwr
 
     Args:
         assume_a: None, 'gen' or 'general' (LU with partial pivoting), or 'pos' / 'positive
-            definite' (Cholesky, reading the `lower` or upper triangle). Other structures
-            ('sym', 'her', 'diagonal', 'banded', ...) are refused.
+            definite' (Cholesky, reading the `lower` or upper triangle; complex a: Hermitian).
+            Other structures ('sym', 'her', 'diagonal', 'banded', ...) are refused.
+        transposed: solve aᵀ x = b; refused for complex a, as SciPy's (NotImplementedError there).
 
     Raises:
         LinAlgError: a is not square, or (when evaluated) singular / not positive definite.
-        UnsupportedOpError: another assume_a.
+        UnsupportedOpError: another assume_a, or transposed=True with complex a.
     """
     a, b = _floats(a, b, "solve")
+    if transposed and a.dtype.kind == "c":
+        raise UnsupportedOpError("solve: transposed=True is not supported for complex a (as in SciPy); use "
+                                 "solve(a.T, b) or lu_solve(lu_factor(a), b, trans=1)")
     kind = assume_a or "gen"
     if kind in ("pos", "positive definite"):
         return cho_solve(cho_factor(a, lower=lower), b)  # a symmetric: transposed changes nothing
