@@ -398,6 +398,8 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps:
       `sg.cond(cond_fun(val), body_fun, identity)`: reverse mode stores N steps'
       residuals, and the loop stops after N steps if the condition is still true
       then (running it raises `LoopLimitError`).
+    - both: a checkpointed loop (it runs only the steps it takes, reverse mode keeps
+      s snapshots) that raises `LoopLimitError` if it is still running after N steps.
 
     Args:
         cond_fun: `cond_fun(val) -> bool scalar`.
@@ -414,7 +416,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps:
         DTypeError, ShapeError: cond_fun does not return a bool scalar; body_fun changes a leaf's
             dtype or shape (named).
         SymgraphError: body_fun changes the structure; a bad max_steps or checkpoints (s < 1, not an
-            int), or both given.
+            int).
 
     References:
         Griewank & Walther, "Algorithm 799: Revolve", ACM TOMS 26(1) (2000).
@@ -423,9 +425,6 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps:
         if not isinstance(checkpoints, (int, np.integer)) or isinstance(checkpoints, bool) or checkpoints < 1:
             raise SymgraphError(f"while_loop: checkpoints must be an int >= 1 (the number of carry snapshots "
                                 f"reverse mode keeps), got {checkpoints!r}")
-        if max_steps is not None:
-            raise SymgraphError("while_loop: give max_steps or checkpoints, not both (max_steps=N stores N steps; "
-                                "checkpoints=s keeps s snapshots of a loop whose trip count is known at run time)")
         checkpoints = int(checkpoints)
     if max_steps is not None:
         if not isinstance(max_steps, (int, np.integer)) or isinstance(max_steps, bool) or max_steps < 0:
@@ -434,32 +433,44 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps:
         name = f"while_loop({_fname(body_fun)})"
         message = (f"{name}: the loop is still running after max_steps={int(max_steps)} steps (cond_fun is still "
                    f"true); raise max_steps, or check that the loop ends")
-        return bounded_while(cond_fun, body_fun, init_val, int(max_steps), message)
+        return bounded_while(cond_fun, body_fun, init_val, int(max_steps), message, checkpoints=checkpoints)
     if tracing_active() or _has_nodes(init_val):
         return _while(cond_fun, body_fun, init_val, checkpoints)
     return run(lambda v: _while(cond_fun, body_fun, v, checkpoints), (init_val,), f"while_loop({_fname(body_fun)})")
 
 
 def bounded_while(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps: int, message: str,
-                  location: Any = None) -> Any:
+                  location: Any = None, checkpoints: int | None = None) -> Any:
     """`while_loop` with a bound: a `scan` of `max_steps` steps over `cond(cond_fun(val), body_fun, identity)`.
 
-    The final value goes through a `guard` on `not cond_fun(final)`: if the condition is still true
-    after `max_steps` steps, running the graph (evaluator or compiled) raises `LoopLimitError(message)`
-    at `location` (default: the caller's user line). Derivatives pass through the guard (their values
-    are checked too), so a gradient is never taken silently through a loop that was cut off.
+    With `checkpoints=s`, a checkpointed `while_loop` instead (`cond_fun(val) and steps < max_steps`,
+    reverse mode with s snapshots, only the steps taken run). The final value goes through a `guard`
+    on `not cond_fun(final)`: if the condition is still true after `max_steps` steps, running the graph
+    (evaluator or compiled) raises `LoopLimitError(message)` at `location` (default: the caller's user
+    line). Derivatives pass through the guard (their values are checked too), so a gradient is never
+    taken silently through a loop that was cut off.
     """
     if location is None:
         location = user_location()
     if not (tracing_active() or _has_nodes(init_val)):
-        return run(lambda v: bounded_while(cond_fun, body_fun, v, max_steps, message, location), (init_val,),
-                   f"while_loop({_fname(body_fun)})")
+        return run(lambda v: bounded_while(cond_fun, body_fun, v, max_steps, message, location, checkpoints),
+                   (init_val,), f"while_loop({_fname(body_fun)})")
 
-    def step(c: Any, _: Any) -> tuple[Any, None]:
-        return cond(cond_fun(c), body_fun, lambda v: v, c), None
+    if checkpoints is not None:
+        def going(c: Any) -> Any:
+            return L.binary("logical_and", L.asnode(cond_fun(c[0])), L.binary("lt", c[1], np.int64(max_steps)))
 
-    step.__name__ = _fname(body_fun)
-    final = scan(step, init_val, length=max_steps)[0]
+        def counted(c: Any) -> Any:
+            return body_fun(c[0]), L.binary("add", c[1], np.int64(1))
+
+        going.__name__, counted.__name__ = _fname(cond_fun), _fname(body_fun)
+        final = _while(going, counted, (init_val, np.int64(0)), checkpoints)[0]
+    else:
+        def step(c: Any, _: Any) -> tuple[Any, None]:
+            return cond(cond_fun(c), body_fun, lambda v: v, c), None
+
+        step.__name__ = _fname(body_fun)
+        final = scan(step, init_val, length=max_steps)[0]
     leaves, tree = tree_flatten(final)
     ok = L.unary("logical_not", L.asnode(cond_fun(final)), float_op=False)
     b = current_builder()

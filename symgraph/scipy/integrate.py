@@ -50,7 +50,7 @@ def _rms(x: Any) -> Any:
 
 
 def odeint(func: Callable, y0: Any, t: Any, *args: Any, rtol: float = 1.4e-8, atol: float = 1.4e-8,
-           mxstep: int = 500) -> Any:
+           mxstep: int = 500, checkpoints: int | None = None) -> Any:
     """Solve `dy/dt = func(y, t, *args)` from `y(t[0]) = y0`, returning y at every time in `t`.
 
     Dormand–Prince 5(4) with adaptive steps (Hairer et al.'s error norm and
@@ -66,6 +66,9 @@ def odeint(func: Callable, y0: Any, t: Any, *args: Any, rtol: float = 1.4e-8, at
         rtol, atol: relative and absolute tolerances of the local error
             (per component: atol + rtol * max(|y_n|, |y_n+1|), RMS norm).
         mxstep: the most steps (accepted or rejected) per output interval.
+        checkpoints: None, or s >= 1: each interval is a `while_loop(..., max_steps=mxstep,
+            checkpoints=s)`, which runs only the steps it takes and whose reverse mode keeps s
+            snapshots of the solver's state (instead of `mxstep` steps of residuals).
 
     Returns:
         An array of shape `(len(t),) + y0.shape`, y0's dtype; row 0 is y0.
@@ -73,14 +76,17 @@ def odeint(func: Callable, y0: Any, t: Any, *args: Any, rtol: float = 1.4e-8, at
     Raises:
         ShapeError: t is not 1-d or is empty; func returns another shape.
         DTypeError: y0 is not a float array; func returns another dtype.
-        SymgraphError: a bad mxstep or tolerance.
+        SymgraphError: a bad mxstep, tolerance or checkpoints.
         LoopLimitError: at run time, an interval that needs more than `mxstep`
             steps (a stiff problem, or tolerances too tight for the dtype).
 
     Differentiable in both modes with respect to y0, args (and t), to any
-    order, evaluated or compiled; reverse mode stores `mxstep` steps of
-    residuals per interval (the loop runs `mxstep` masked steps).
+    order, evaluated or compiled; without `checkpoints` reverse mode stores
+    `mxstep` steps of residuals per interval (the loop runs `mxstep` masked steps).
     """
+    if checkpoints is not None and (not isinstance(checkpoints, (int, np.integer)) or isinstance(checkpoints, bool)
+                                    or checkpoints < 1):
+        raise SymgraphError(f"odeint: checkpoints must be an int >= 1 or None, got {checkpoints!r}")
     if not isinstance(mxstep, (int, np.integer)) or isinstance(mxstep, bool) or mxstep < 1:
         raise SymgraphError(f"odeint: mxstep must be an int >= 1, got {mxstep!r}")
     if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
@@ -152,7 +158,8 @@ def odeint(func: Callable, y0: Any, t: Any, *args: Any, rtol: float = 1.4e-8, at
                                    .astype(dtype))
             return (np.where(accept, y1, y), np.where(accept, f1, fy), np.where(accept, s1, s), h_next)
 
-        out = bounded_while(running, step, carry, int(mxstep), msg, where)
+        out = bounded_while(running, step, carry, int(mxstep), msg, where,
+                            checkpoints=None if checkpoints is None else int(checkpoints))
         return out, out[0]
 
     _, ys = scan(interval, (y0, f0, t0, h_init), t[1:])
