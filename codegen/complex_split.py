@@ -13,8 +13,11 @@ measures it).
 
 The FFT primitives (fft_c2c, fft_r2c, fft_c2r) become `fft_parts` nodes on the parts, which compiled
 code runs with its own FFT (codegen/llvm/fft.py). Loops and branches (scan, while, cond) become the same
-region over split sub-graphs. Ops without a pair rule here (the LAPACK factorizations, ...) make `split_complex` raise an UnsupportedOpError naming the op and
-suggesting backend="numpy" (docs/complex.md lists both sets).
+region over split sub-graphs. The complex linear-algebra primitives (cholesky, triangular_solve, lu, eigh,
+eigvalsh, svd, svdvals, qr, eig, eigvals) become `lapack_parts` nodes on the parts, which compiled code runs
+as the complex LAPACK routines (codegen/llvm/lapack_complex.py: interleaved column-major copies in the
+arena's scratch, as LAPACK reads them). Ops without a pair rule here make `split_complex` raise an
+UnsupportedOpError naming the op and suggesting backend="numpy" (docs/complex.md lists both sets).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import itertools
 from typing import Any, Sequence
 
 import numpy as np
+
+from symgraph.ops.lapack_parts import LAPACK_PRIMITIVES
 
 from .complex_elementary import ELEMENTARY, cpow
 
@@ -35,11 +40,14 @@ PARTWISE = frozenset({
     "copy", "stop_gradient", "broadcast_to", "reshape", "transpose", "slice", "unslice", "sum", "concatenate",
     "gather", "checkpoint_name", "remat_begin", "remat_end", "cumsum", "expand_dims", "squeeze", "scatter_add",
 })
+#: The complex linear-algebra primitives: each one `lapack_parts` node (symgraph.ops.lapack_parts) on the parts,
+#: run as the complex LAPACK routine (codegen/llvm/lapack_complex.py).
+LAPACK_OPS = LAPACK_PRIMITIVES
 #: Every complex op the split lowers natively.
 PAIR_OPS = PARTWISE | {"input", "constant", "cast", "add", "sub", "neg", "mul", "div", "conj", "real", "imag",
                        "complex", "complex_abs", "exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "where", "eq",
                        "ne", "isnan", "matmul", "einsum", "prod", "pow", "scan", "while", "cond",
-                       "fft_c2c", "fft_r2c", "fft_c2r"}
+                       "fft_c2c", "fft_r2c", "fft_c2r"} | LAPACK_OPS
 #: The FFT primitives (symgraph.ops.fourier): each one `fft_parts` node (symgraph.ops.fourier_parts) on the
 #: parts, run by the native FFT (codegen/llvm/fft.py) with its constant table.
 FFT_KINDS = {"fft_c2c": "c2c", "fft_r2c": "r2c", "fft_c2r": "c2r"}
@@ -179,6 +187,8 @@ def _rule(n: Any, val: dict, b: Any, L: Any) -> Any:
         return _int_power(ins[0], k, L)
     if name in FFT_KINDS:
         return _fft(n, ins, val, L)
+    if name in LAPACK_OPS:
+        return _lapack(n, ins, L)
     if name == "complex_abs":
         return L.binary("hypot", ins[0][0], ins[0][1])
     if name in ELEMENTARY:
@@ -213,6 +223,24 @@ def _fft(n: Any, ins: list, val: dict, L: Any) -> Any:
     p = fft_parts(*parts, table=table, kind=kind, n=length, inverse=bool(n.attr("inverse", False)))
     if kind == "c2r":
         return p
+    return _halves(p, L)
+
+
+def _lapack(n: Any, ins: list, L: Any) -> Any:
+    """A complex linear-algebra primitive as one lapack_parts node on the parts (a complex operand as its two
+    parts, a real one as itself: eig of a real matrix); a complex result is the packed node's two halves."""
+    from symgraph.ops.lapack_parts import lapack_parts
+
+    parts = [p for v in ins for p in (v if isinstance(v, tuple) else (v,))]
+    kinds = "".join("c" if isinstance(v, tuple) else "r" for v in ins)
+    p = lapack_parts(*parts, of=n.op.name, params=n.attrs, kinds=kinds, out=n.dtype)
+    if n.dtype.kind != "c":
+        return p
+    return _halves(p, L)
+
+
+def _halves(p: Any, L: Any) -> tuple:
+    """(p[0], p[1]) of a packed (2, ...) node."""
     nd = len(p.shape)
 
     def half(i: int) -> Any:

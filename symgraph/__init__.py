@@ -13,6 +13,7 @@ from .ops import (  # noqa: F401  (the rule modules register the primitives; sym
     factor as _factor_ops,
     fourier as _fourier_ops,
     fourier_parts as _fourier_parts_ops,
+    lapack_parts as _lapack_parts_ops,
     linalg as _linalg_ops,
     loops as _loop_ops,
     remat as _remat_ops,

@@ -1,7 +1,7 @@
 """np.linalg on complex matrices (docs/linalg.md, "Complex matrices"): values against NumPy, derivatives under
 JAX's convention (docs/complex.md) by finite differences in the real and imaginary directions (check_grads, both
-modes, order 2), holomorphic derivatives against their formulas, and the backends (the NumPy backend runs them,
-the LLVM backend refuses them naming backend='numpy')."""
+modes, order 2), holomorphic derivatives against their formulas, and both backends (the LLVM backend's native
+complex LAPACK is tested in tests/test_linalg_complex_native.py)."""
 
 from __future__ import annotations
 
@@ -123,11 +123,11 @@ def test_tensorinv_and_tensorsolve_errors_follow_numpy():
         sg.trace(np.linalg.tensorsolve, _c(2, 3, 4), _c(2))
 
 
-def test_llvm_backend_refuses_complex_linalg_naming_the_numpy_backend():
+def test_both_backends_compile_complex_linalg():
+    """The LLVM backend runs complex LAPACK natively (tests/test_linalg_complex_native.py has the full set)."""
     pytest.importorskip("llvmlite")
     a = _well(3, 3)
-    with pytest.raises(sg.UnsupportedOpError, match="backend='numpy'"):
-        sg.compile(np.linalg.inv)(a)
+    _close(sg.compile(np.linalg.inv)(a), np.linalg.inv(a), np.complex128)
     _close(sg.compile(np.linalg.inv, backend="numpy")(a), np.linalg.inv(a), np.complex128)
 
 
@@ -248,9 +248,8 @@ def test_eig_eigenvectors_differentiate_as_numpys_output():
     a = RNG.standard_normal((4, 4))
     g = sg.grad(lambda a: np.sum(np.abs(np.linalg.eigvals(a)) ** 2))(a)
     assert g.dtype == np.float64
-    with pytest.raises(sg.UnsupportedOpError, match="backend='numpy'"):
-        sg.compile(np.linalg.eigvals)(a)
-    np.testing.assert_allclose(sg.compile(np.linalg.eigvals, backend="numpy")(a), np.linalg.eigvals(a), rtol=1e-14)
+    for backend in ("llvm", "numpy"):  # compiled natively (dgeev) and through NumPy
+        np.testing.assert_allclose(sg.compile(np.linalg.eigvals, backend=backend)(a), np.linalg.eigvals(a), rtol=1e-14)
 
 
 # ----- built on them: norms, cond, matrix_rank, pinv, lstsq -----

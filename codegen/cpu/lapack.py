@@ -18,6 +18,7 @@ LAPACK calls, matrix after matrix. The routines are the ILP64 Fortran symbols of
 | pivots_to_permutation | (native swaps, no LAPACK) | integers | - |
 | fft_parts (the FFT primitives on split parts) | "fft": the native FFT of codegen/llvm/fft.py, no LAPACK | the input's | rows, contiguous |
 | sort, argsort | (native LSD radix sort per row, no LAPACK: codegen/llvm/sort.py) | integer keys of the values | - |
+| lapack_parts (complex primitives on split parts) | the complex routines: ?potrf, ?trsm, ?getrf, ?heevd, ?gesdd, ?geqrf + ?ungqr, ?geev (?geev real for a real matrix) | as the real ones: complex128 for potrf, heevd, gesdd, qr, geev; the input's for trsm, getrf | interleaved (re, im) copies in the scratch: codegen/cpu/lapack_complex.py |
 
 A row-major matrix is the column-major matrix of its transpose, so a Cholesky factor and a
 triangular solve need no transposed copy: the lower factor L of a row-major a is the upper
@@ -64,17 +65,19 @@ _ALIGN = 64
 
 
 def symbol(routine: str, dtype: Any) -> str:
-    """The ILP64 symbol of a LAPACK routine for float64 ("d") or float32 ("s"): scipy_dsyevd_64_."""
-    return f"scipy_{'d' if np.dtype(dtype) == np.float64 else 's'}{routine}_64_"
+    """The ILP64 symbol of a LAPACK routine for float64 ("d"), float32 ("s"), complex128 ("z") or complex64 ("c"):
+    scipy_dsyevd_64_, scipy_zheevd_64_."""
+    prefix = {"f8": "d", "f4": "s", "c16": "z", "c8": "c"}[np.dtype(dtype).str[1:]]
+    return f"scipy_{prefix}{routine}_64_"
 
 
-def _lib(*routines: str) -> Any:
-    """The loaded OpenBLAS, checked to hold `routines` (default: the spectral ones) in both precisions."""
+def _lib(*routines: str, dtypes: tuple = (np.float64, np.float32)) -> Any:
+    """The loaded OpenBLAS, checked to hold `routines` (default: the spectral ones) in `dtypes`' precisions."""
     if blas_library() is None:
         raise UnsupportedOpError("codegen: no LAPACK library found (NumPy's bundled OpenBLAS); use backend='numpy'")
     lib = loaded_library()
     for r in routines or ("syevd", "gesdd", "geqrf", "orgqr"):
-        for dt in (np.float64, np.float32):
+        for dt in dtypes:
             if not hasattr(lib, symbol(r, dt)):
                 raise UnsupportedOpError(f"codegen: NumPy's OpenBLAS has no {symbol(r, dt)}; use backend='numpy'")
     return lib
@@ -135,7 +138,11 @@ class LapackCall:
         batch_shape: the leading (batch) dimensions, to name a failing matrix.
         trans, unit: trsm's transa = 'T' and diag = 'U'; nrhs: its right-hand sides (chol_rev: the block size).
         ucols, vtrows: columns of U and rows of Vt (gesdd); q: columns of Q (qr).
-        lwork, liwork, lwork2: workspace sizes (lwork2: orgqr's).
+        lwork, liwork, lwork2, lrwork: workspace sizes (lwork2: orgqr's / ungqr's; lrwork: the real workspace
+            of the complex routines).
+        kinds: "" for a real call; for a complex primitive on split parts (lapack_parts), the kind of each
+            operand ("c" two parts, "r" one real array), whose routine is the complex one (`dtype` "<c16" or
+            "<c8"; "<f8" for ?geev of a real matrix: codegen.cpu.lapack_complex).
         offsets: buffer name -> byte offset from the start of this call's scratch.
         scratch_bytes: bytes of scratch the call needs (one matrix at a time).
         number: its position in the plan (the status slot names call number + 1).
@@ -155,6 +162,8 @@ class LapackCall:
     lwork: int = 1
     liwork: int = 0
     lwork2: int = 0
+    lrwork: int = 0
+    kinds: str = ""
     dtype: str = "<f8"
     batch_shape: tuple = ()
     trans: bool = False
@@ -184,6 +193,10 @@ def plan_call(node: Any) -> LapackCall:
                           batch_shape=tuple(x.shape[:-1]))
     if op in ("sort", "argsort"):
         return _plan_sort(node, x)
+    if op == "lapack_parts":  # a complex primitive on split parts: the complex routines (codegen.cpu.lapack_complex)
+        from .lapack_complex import plan_complex
+
+        return plan_complex(node)
     if op in _FACTOR:
         return _plan_factor(node, op, x)
     if op == "fft_parts":  # the native FFT (codegen/llvm/fft.py): no LAPACK, a workspace of one row's transform
@@ -354,7 +367,8 @@ def lapack_error(plan: LapackPlan, arena: np.ndarray) -> LinAlgError | None:
         return _factor_error(call, info, int(st[2]), int(st[3])).at(loc)
     if info == NONFINITE:
         return LinAlgError(f"{call.op}: the matrix contains NaN or infinity").at(loc)
-    what = {"syevd": "the eigenvalue algorithm did not converge", "gesdd": "SVD did not converge",
+    what = {"syevd": "the eigenvalue algorithm did not converge", "heevd": "the eigenvalue algorithm did not converge",
+            "geev": "the eigenvalue algorithm did not converge", "gesdd": "SVD did not converge",
             "geqrf": "QR failed"}[call.routine]
     return LinAlgError(f"{call.op}: LAPACK failed: {what} (?{call.routine} info = {info})").at(loc)
 

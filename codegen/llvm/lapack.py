@@ -26,6 +26,8 @@ executable raises `symgraph.errors.LinAlgError` at the user's line.
 - "fft" (fft_parts) is no LAPACK routine: one call of the native FFT's row function
   (`codegen.llvm.fft.fft_node_function`) over the batch, its workspace in the same scratch.
 - "sort" (argsort) is a native radix sort per row, `codegen.llvm.sort`.
+- a complex primitive on split parts (lapack_parts; `call.kinds` set) is the complex routine of
+  `codegen.llvm.lapack_complex`, on interleaved copies of its parts.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class _Call:
                  ty: ir.Type):
         self.cx, self.call, self.scratch, self.status, self.number = cx, call, scratch, status, number
         self.ty = ty  # the working precision of the routine's buffers
+        self.routine_dtype: Any = None  # the routines' precision when it is not ty's real one (complex calls)
         self.info = cx.alloca(I64, "lapack_info")
         self.acc = cx.alloca(F64, "lapack_finite")
         self.bi: ir.Value = _c64(0)  # the matrix being worked on
@@ -146,7 +149,7 @@ class _Call:
     def fortran(self, routine: str, args: list, nchars: int, check: str | None = "nonzero") -> None:
         """Call `routine` in the working precision; check "nonzero" / "negative" fails on such an info
         (the last argument must then be `self.info`), None: the routine has no info."""
-        dtype = np.float64 if self.ty == F64 else np.float32
+        dtype = self.routine_dtype or (np.float64 if self.ty == F64 else np.float32)
         fn = self.cx.function(symbol(routine, dtype), VOID, [PTR] * len(args) + [I64] * nchars)
         self.b.call(fn, args + [_c64(1)] * nchars)
         if check is None:
@@ -169,6 +172,11 @@ def emit_lapack(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], i
         UnsupportedOpError: empty matrices of a spectral op (compiled code leaves them to the evaluator).
     """
     node = call.node
+    if call.kinds:  # a complex primitive on split parts (lapack_parts): the complex routines
+        from .lapack_complex import emit_complex
+
+        emit_complex(cx, call, ptr_of, scratch, status, number)
+        return
     if call.routine == "fft":
         _emit_fft(cx, call, ptr_of, scratch)
         return
