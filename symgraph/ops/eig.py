@@ -22,8 +22,9 @@ Repeated eigenvalues: F_ij is 0 where |w_j - w_i| <= n·eps·max|w| (`spectral.G
 derivative stays finite; eigenvectors are not differentiable there and the value is a convention. A defective
 matrix (a singular V) makes the solves with V raise LinAlgError.
 
-Compiled code: the outputs are complex, so the LLVM backend refuses these ops (UnsupportedOpError naming
-backend='numpy'), which runs them through NumPy.
+Compiled code: the outputs are complex, so the LLVM backend's complex split makes each node a
+`lapack_parts` node (symgraph/ops/lapack_parts.py), run as zgeev, or dgeev for a real matrix with NumPy's
+conjugate pairs assembled (codegen/llvm/lapack_complex.py).
 """
 
 from __future__ import annotations

@@ -202,7 +202,7 @@ def _cholesky_vjp(ct, node):
         return (L.bind("cholesky_vjp", node, ct),)
     # complex (a = L Lᴴ): with JAX's cotangents (L̄ pairs as Re Σ L̄ ∘ dL), the conjugate of Murray's rule for the
     # gradient conj(L̄) with conjugate transposes, Φ(S + Sᴴ) with S = L^-ᴴ Φ(Lᴴ conj(L̄)) L^-1, is
-    # Φ(S' + S'ᴴ), S' = L^-T Φ(Lᵀ L̄) conj(L)^-1 (composed of graph ops: complex values are not compiled natively)
+    # Φ(S' + S'ᴴ), S' = L^-T Φ(Lᵀ L̄) conj(L)^-1 (graph ops: triangular solves, products; cholesky_vjp is real only)
     lm = node
     y = _solve(lm, phi(_mm(L.swap_last(lm), tril(ct))), True, trans=True)    # L^-T Φ(Lᵀ L̄)
     s = L.swap_last(_solve(conj(lm), L.swap_last(y), True, trans=True))      # ... conj(L)^-1
