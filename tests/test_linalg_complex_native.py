@@ -1,6 +1,6 @@
 """Complex linear algebra compiled natively by the LLVM backend (docs/linalg.md, "Complex matrices in compiled
 code"): the complex LAPACK routines on interleaved copies of the split parts (symgraph/ops/lapack_parts.py,
-codegen/cpu/lapack_complex.py, codegen/llvm/lapack_complex.py).
+codegen/cpu/lapack.py `plan_complex`, codegen/llvm/lapack_complex.py).
 
 Values against NumPy (complex64 and complex128, batched and unbatched; normwise tolerances: 1e-12 of the largest
 entry for complex128, 1e-4 for complex64, whose NumPy solve runs in complex128 while the primitives, as SciPy's,

@@ -3,7 +3,7 @@
 `emit_complex` is the complex branch of `codegen.llvm.lapack.emit_lapack`: for each matrix of
 the batch it copies the operands' parts (two real arrays per complex operand, as
 codegen/complex_split.py keeps them) into interleaved (re, im) buffers of the LAPACK scratch,
-calls the complex routine that `codegen.cpu.lapack_complex.plan_complex` chose, and writes the
+calls the complex routine that `codegen.cpu.lapack.plan_complex` chose, and writes the
 result back as parts: the real parts of the primitive's result, then its imaginary parts (the
 packed (2, ...) node of `symgraph.ops.lapack_parts`), or its real result (eigvalsh, svdvals).
 Every step is the real path's (`codegen.llvm.lapack`) with complex elements:
@@ -35,7 +35,8 @@ from symgraph.errors import UnsupportedOpError
 
 from ..cpu.lapack import NONFINITE, LapackCall
 from .context import F32, F64, I64, LoweringContext, for_range, ll_type
-from .lapack import _c64, _Call
+from .lapack_call import Call as _Call
+from .lapack_call import c64 as _c64
 
 __all__ = ["emit_complex"]
 
