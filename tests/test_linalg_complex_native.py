@@ -279,3 +279,23 @@ def test_lapack_inside_a_loop_body_is_refused_naming_the_numpy_backend():
         sg.compile(f)(a)
     assert "loop body" in str(e.value)
     _close(sg.compile(f, backend="numpy")(a), a, 1e-12, "inv inv")
+
+
+def test_scipy_linalg_complex_functions_compile_natively():
+    """symgraph.scipy.linalg's complex forms (trans='C', the Hermitian Cholesky and cho_solve, lu_solve trans=2)
+    are the same primitives on conjugates: they compile natively, gradients included."""
+    import symgraph.scipy.linalg as sla
+
+    a, b, h = _well(4, 4), _c(4, 2), _hpd(4, 4)
+    t = np.triu(a)
+    cases = {"solve_triangular C": (lambda t, b: sla.solve_triangular(t, b, trans="C"), (t, b)),
+             "cholesky": (sla.cholesky, (h,)),
+             "cho_solve": (lambda h, b: sla.cho_solve(sla.cho_factor(h), b), (h, b)),
+             "lu_solve 2": (lambda a, b: sla.lu_solve(sla.lu_factor(a), b, trans=2), (a, b))}
+    for name, (f, args) in cases.items():
+        want = sg.trace(f, *args).evaluate(*args)
+        _close(_native(f, *args), want, 1e-12, name)
+    quad = lambda h, b: np.real(np.vdot(b, sla.cho_solve(sla.cho_factor(h), b)))  # noqa: E731
+    g = sg.grad(quad, argnums=(0, 1))
+    for got, want in zip(sg.compile(g)(h, b), g(h, b)):
+        _close(got, want, 1e-10, "cho_solve grad")
