@@ -33,8 +33,8 @@ from .ops import OPS
 from .tree import tree_flatten
 
 __all__ = ["ARRAY_INTERFACE_FILES", "INPLACE_BINOPS", "INPLACE_METHODS", "OWN_ARRAY", "STALE", "check_live",
-           "check_stale", "check_writable", "end_trace", "fresh_copy", "inplace_binop", "inplace_method", "own_array",
-           "setitem", "track_shared"]
+           "check_stale", "check_writable", "end_trace", "fresh_copy", "inplace_binop", "inplace_method", "note_shared",
+           "own_array", "setitem", "track_shared"]
 
 _osetattr = object.__setattr__
 
@@ -157,15 +157,20 @@ def track_shared(fn: Callable) -> Callable:
         start = next(_ir_ids)
         r = fn(self, *a, **k)
         if type(r) is Node and r.id < start:
-            b = current_builder()
-            sh = b.__dict__.get("inplace_shared")
-            if sh is None:
-                sh = b.__dict__["inplace_shared"] = set()
-            sh.add(r)
+            note_shared(r)
         return r
 
     tracked.__name__ = getattr(fn, "__name__", "member")
     return tracked
+
+
+def note_shared(r: Node) -> None:
+    """Record that an array-interface call returned `r`, a node that existed before the call (`track_shared`)."""
+    b = current_builder()
+    sh = b.__dict__.get("inplace_shared")
+    if sh is None:
+        sh = b.__dict__["inplace_shared"] = set()
+    sh.add(r)
 
 
 def _shared(b: Builder, a: Node) -> bool:

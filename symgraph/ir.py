@@ -107,6 +107,20 @@ class NodeMeta:
 
 _DEFAULT_META = NodeMeta(None, "forward")
 
+#: (location, role, origin) -> the one NodeMeta with those fields. Nothing mutates a NodeMeta
+#: (`set_meta` replaces it), so the nodes built at one user line in one role share it: one
+#: object per line instead of one per node.
+_METAS: dict[tuple, NodeMeta] = {}
+
+
+def shared_meta(location: SourceLocation | None, role_name: str, origin: str | None = None) -> NodeMeta:
+    """The shared `NodeMeta` with these fields (see `_METAS`); never mutate it."""
+    key = (location, role_name, origin)
+    m = _METAS.get(key)
+    if m is None:
+        m = _METAS[key] = NodeMeta(location, role_name, origin)
+    return m
+
 
 def _set_meta(node: "Node", m: NodeMeta) -> None:
     object.__setattr__(node, "_meta", m)
@@ -304,9 +318,9 @@ class Node(_NodeSlots):
 # Inside a traced function nodes act as arrays. `Node` declares the whole interface
 # here: NumPy's operators and protocols, the ndarray methods and attributes, and the
 # guards that refuse what a traced value cannot do (bool(), float(), in-place updates,
-# the memory of a concrete array). Each member forwards to its implementation, which
-# the tracing layer installs when it is imported (`install_array_api`): the IR
-# imports none of the layers that build on it.
+# the memory of a concrete array). Each member is a stub until the tracing layer,
+# when it is imported, installs the implementations as the members themselves
+# (`install_array_api`): the IR imports none of the layers that build on it.
 
 _BINARY = ("add", "sub", "mul", "truediv", "pow", "matmul", "floordiv", "mod", "divmod", "and", "or", "xor",
            "lshift", "rshift")
@@ -367,6 +381,13 @@ def install_array_api(members: dict[str, Any]) -> None:
     if missing or extra:
         raise SymgraphError(f"install_array_api: missing {sorted(missing)}, not in the interface {sorted(extra)}")
     _array_api.update(members)
+    # The implementations become Node's members themselves: `x * y` calls the installed function
+    # directly, without a forwarding frame (tracing calls them for every node it builds).
+    for name, fn in members.items():
+        if name in ARRAY_PROPERTIES:
+            setattr(Node, name, property(fn, doc=f"x.{name} (see `install_array_api`)"))
+        else:
+            setattr(Node, name, fn)
 
 
 def _forward(name: str) -> Any:
@@ -522,14 +543,14 @@ class Builder:
         for x, y in zip(inputs, old):
             if type(x) is not Node or (x.shape != y.shape or (x.dtype is not y.dtype and x.dtype != y.dtype)):
                 return self._create(key, op, inputs, node.attrs, node.tag, meta)
-        m = NodeMeta(user_location(), _ctx.role, _ctx.origin) if meta is None else meta
-        with self._lock:
-            found = self._table.get(key)
-            if found is not None:
-                return found
-            found = _new_node(op, inputs, node.attrs, node.shape, node.dtype, node.tag, m)
-            self._table[key] = found
-        return found
+        if meta is None:
+            c = _ctx
+            mkey = (user_location(), c.role, c.origin)
+            meta = _METAS.get(mkey)
+            if meta is None:
+                meta = _METAS[mkey] = NodeMeta(*mkey)
+        # setdefault is one atomic step: a thread that interned the same key first wins
+        return self._table.setdefault(key, _new_node(op, inputs, node.attrs, node.shape, node.dtype, node.tag, meta))
 
     def _create(self, key: tuple, op: Any, inputs: tuple, attrs_t: tuple, tag: Any,
                 meta: NodeMeta | None = None) -> Node:
@@ -542,14 +563,18 @@ class Builder:
                 for i, x in enumerate(inputs):
                     if not isinstance(x, Node):
                         raise SymgraphError(f"{op.name}: input {i} is {type(x).__name__}, not a graph node")
-        if len(inputs) == 2:  # the common arities without building argument lists
+        nin = len(inputs)
+        if nin == 2:  # the common arities without building argument lists
             a, b = inputs
             shape = op.shape_rule(a.shape, b.shape, **params)
             dtype = op.dtype_rule(a.dtype, b.dtype, **params)
-        elif len(inputs) == 1:
+        elif nin == 1:
             a = inputs[0]
             shape = op.shape_rule(a.shape, **params)
             dtype = op.dtype_rule(a.dtype, **params)
+        elif nin == 0:  # sources (constants, inputs)
+            shape = op.shape_rule(**params)
+            dtype = op.dtype_rule(**params)
         else:
             shape = op.shape_rule(*[x.shape for x in inputs], **params)
             dtype = op.dtype_rule(*[x.dtype for x in inputs], **params)
@@ -560,14 +585,14 @@ class Builder:
         if shape and (min(shape) < 0 or math.prod(shape) * dtype.itemsize >= 2**63):
             raise ShapeError(f"{op.name}: result shape {shape} ({dtype}) has a negative dimension or more bytes "
                              f"than can be addressed")
-        m = NodeMeta(user_location(), _ctx.role, _ctx.origin) if meta is None else meta
-        with self._lock:
-            node = self._table.get(key)
-            if node is not None:
-                return node
-            node = _new_node(op, inputs, attrs_t, shape, dtype, tag, m)
-            self._table[key] = node
-        return node
+        if meta is None:
+            c = _ctx
+            mkey = (user_location(), c.role, c.origin)
+            meta = _METAS.get(mkey)
+            if meta is None:
+                meta = _METAS[mkey] = NodeMeta(*mkey)
+        # setdefault is one atomic step: a thread that interned the same key first wins
+        return self._table.setdefault(key, _new_node(op, inputs, attrs_t, shape, dtype, tag, meta))
 
 
 _NO_PARAMS: dict = {}  # never mutated: shape and dtype rules take their attrs as keywords

@@ -48,7 +48,7 @@ def constant(value: Any, dtype: Any = None) -> Node:
         return value if dtype is None or value.dtype == np.dtype(dtype) else cast(value, dtype)
     if ClosedOverArrays._active and isinstance(value, np.ndarray):
         ClosedOverArrays._active[0].note(value)  # a closed-over array (or a view of one): checked per call
-    return current_builder().make(OPS["constant"], (), {"value": ConstValue(value, dtype)})
+    return current_builder().make(OPS["constant"], (), (("value", ConstValue(value, dtype)),))  # attrs as make sorts them
 
 
 def as_output(o: Any, i: int) -> Node:
@@ -179,7 +179,9 @@ def _splat(b: Any, v: float, dtype: np.dtype, shape: tuple) -> Node:
     key = ("splat", dtype, shape, v, math.copysign(1.0, v))
     node = b.memo.get(key)
     if node is None:
-        node = broadcast_to(constant(np.asarray(v, dtype=dtype)), shape)
+        node = b.make(OPS["constant"], (), (("value", ConstValue(np.asarray(v, dtype=dtype))),))
+        if shape:
+            node = broadcast_to(node, shape)
         b.memo[key] = node
     return node
 

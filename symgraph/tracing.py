@@ -28,9 +28,10 @@ from .errors import (DTypeError, ShapeError, SourceLocation, SymgraphError, Trac
                      UnsupportedOpError, _is_internal, user_location)
 from .indexing import AtIndexer, getitem
 from .inplace import (ARRAY_INTERFACE_FILES, INPLACE_BINOPS, INPLACE_METHODS, OWN_ARRAY, STALE, check_live, check_stale,
-                      check_writable, end_trace, fresh_copy, inplace_binop, inplace_method, own_array, setitem,
-                      track_shared)
-from .ir import Builder, Graph, Node, collector_paused, current_builder, install_array_api
+                      check_writable, end_trace, fresh_copy, inplace_binop, inplace_method, note_shared, own_array,
+                      setitem, track_shared)
+from .ir import Builder, Graph, Node, _ctx, collector_paused, current_builder, install_array_api
+from .ir import _ids as _ir_ids
 from .numpy.complex_numbers import COMPLEX_FUNCTIONS, COMPLEX_METHODS, COMPLEX_UFUNCS, any_complex
 from .lax import as_output
 from .ops import OPS
@@ -312,12 +313,22 @@ def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
 
 
 def _binop(name: str, reverse: bool = False) -> Callable:
+    """The operator member `x <op> other` (reflected: `other <op> x`): `check_live`, then the function of
+    `symgraph.numpy`; a result that existed before the call is recorded as `track_shared` does (inlined:
+    operators build most of a trace's nodes)."""
     def op(self: Node, other: Any) -> Any:
-        check_live(self)
+        if STALE:
+            check_stale(self)
+        if not _ctx.builders:
+            check_live(self)  # raises: the trace that made self has ended
         if STALE:
             check_stale(other)
+        start = next(_ir_ids)
         fn = snp.arithmetic.power_operator if name == "power" else getattr(snp, name)
-        return fn(other, self) if reverse else fn(self, other)
+        r = fn(other, self) if reverse else fn(self, other)
+        if type(r) is Node and r.id < start:
+            note_shared(r)
+        return r
 
     op.__name__ = name
     return op
@@ -552,10 +563,19 @@ def _complex_refused(what: str) -> UnsupportedOpError:
                               f"with np.real / np.imag parts, or with the supported operations")
 
 
+#: NumPy ufunc -> (its function in symgraph.numpy, whether it takes complex values), filled by `_array_ufunc`
+#: as NumPy's own ufuncs are first called (np.sin(x) on a node skips the general checks after that).
+_PLAIN_UFUNCS: dict[Any, tuple[Callable, bool]] = {}
+
+
 def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
     check_live(self)
     if STALE:
         check_stale(inputs)
+    if not kwargs and method == "__call__":  # the common case: np.sin(x), np.add(x, y)
+        plain = _PLAIN_UFUNCS.get(ufunc)
+        if plain is not None and (plain[1] or not any_complex(inputs)):
+            return plain[0](*inputs)
     out_arg = kwargs.get("out")
     if out_arg is not None and any(isinstance(o, np.ndarray) for o in (out_arg if isinstance(out_arg, tuple)
                                                                         else (out_arg,))):
@@ -606,6 +626,8 @@ def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: An
     extra = set(kwargs) - {"dtype", "casting", "where"}
     if extra or kwargs.get("where", True) is not True:
         raise UnsupportedOpError(f"np.{ufunc.__name__}: keyword arguments {sorted(set(kwargs))} are not supported")
+    if ufunc is getattr(np, ufunc.__name__, None) and fn is snp.UFUNCS.get(ufunc.__name__):
+        _PLAIN_UFUNCS[ufunc] = (fn, ufunc.__name__ in COMPLEX_UFUNCS)
     out = fn(*inputs)
     if kwargs.get("dtype") is not None:
         out = L.cast(out, kwargs["dtype"])
@@ -705,6 +727,8 @@ def _array_interface() -> dict[str, Callable]:
         api[m] = _memory_attribute(m)
     no_track = {"__setitem__", "__bool__", "__float__", "__int__", "__complex__", "__index__", "__array__", "__len__",
                 "__iter__", "item", "tolist", "copy", "at", "itemsize"} | {f"__{py}__" for py in INPLACE_BINOPS}
+    no_track |= {f"__{py}__" for py in _BINOPS} | {f"__r{py}__" for py in _BINOPS if py not in _COMPARISONS}
+    no_track.add("dot")  # the operators track their results themselves (`_binop`)
     for name, fn in list(api.items()):
         if name not in no_track and name not in INPLACE_METHODS:
             api[name] = track_shared(fn)
