@@ -231,3 +231,11 @@ def test_odeint_with_checkpoints():
         np.testing.assert_allclose(x, y, rtol=1e-10)
     with pytest.raises(sg.LoopLimitError, match="mxstep=3"):
         sg.grad(lambda a: loss(y0, a, mxstep=3, checkpoints=2))(1.5)
+
+
+def test_the_compile_checkpoint_dial_leaves_it_alone():
+    W, b, h0 = rnn_data()
+    ref = sg.grad(lambda W: rnn(W, b, h0, np.int64(100), max_steps=30))(W)
+    for ck in ("revolve", ("revolve", 2), "sqrt", "mincut", 10 ** 5):
+        cf = sg.compile(sg.grad(lambda W: rnn(W, b, h0, np.int64(100), checkpoints=3)), checkpoint=ck)
+        np.testing.assert_allclose(cf(W), ref, rtol=1e-12, atol=1e-14)
