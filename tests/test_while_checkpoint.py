@@ -158,6 +158,7 @@ def test_second_order():
     np.testing.assert_allclose(sg.grad(f)(2.0), 1.5 * np.sqrt(2.0), rtol=1e-12)
     np.testing.assert_allclose(sg.grad(sg.grad(f))(2.0), 0.75 / np.sqrt(2.0), rtol=1e-10)
     np.testing.assert_allclose(sg.hvp(f, (2.0,), (1.0,)), 0.75 / np.sqrt(2.0), rtol=1e-10)
+    np.testing.assert_allclose(sg.compile(sg.grad(sg.grad(f)))(2.0), 0.75 / np.sqrt(2.0), rtol=1e-10)  # LLVM
     W, b, h0 = rnn_data()
     hv = sg.hvp(lambda b: rnn(W, b, h0, np.int64(100), checkpoints=2), (b,), (np.ones_like(b),))
     ref = sg.hvp(lambda b: rnn(W, b, h0, np.int64(100), max_steps=30), (b,), (np.ones_like(b),))
