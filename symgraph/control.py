@@ -511,11 +511,13 @@ def _while(cond_fun: Callable, body_fun: Callable, init_val: Any, checkpoints: i
     from .ir import Graph
 
     carries, body_outs = list(cph), flat[1:]
-    if checkpoints is not None:  # the step counter: reverse mode's trip count (symgraph.while_checkpoint)
-        k = placeholder((), np.int64, "steps")
-        carries.append(k)
-        body_outs = body_outs + [L.binary("add", k, L.constant(np.int64(1)))]
-        init = init + [L.constant(np.int64(0))]
+    if checkpoints is not None:  # the step counter and the online snapshots (symgraph.while_checkpoint)
+        from .while_checkpoint import checkpoint_carries
+
+        e_ph, e_out, e_init = checkpoint_carries(cph, init, checkpoints)
+        carries += e_ph
+        body_outs = body_outs + e_out
+        init = init + e_init
     ins = carries + cap_ph
     region = WhileRegion(Graph(ins, flat[:1], name=_fname(cond_fun)), Graph(ins, body_outs, name=_fname(body_fun)),
                          len(carries), name=name, checkpoints=checkpoints)

@@ -465,6 +465,8 @@ class WhileRegion:
     """
 
     parent = None
+    #: with `checkpoints`: whether the loop places its snapshots online (symgraph.while_checkpoint)
+    online = True
 
     def __init__(self, cond: Graph, body: Graph, nk: int, name: str = "while_loop", simplify_body: bool = True,
                  checkpoints: int | None = None):

@@ -1,17 +1,20 @@
 """Reverse mode through a `while_loop` of run-time trip count with s carry snapshots (binomial checkpointing).
 
 `sg.while_loop(cond_fun, body_fun, init_val, checkpoints=s)` builds a `while`
-region whose last carry is an int64 step counter (the user does not see it).
-Its VJP (`WhileRegion.checkpointed_vjp`, installed here) is a second `while`
-loop whose next action is computed in the graph from a small integer state,
-Griewank & Walther's binomial (Revolve) schedule run as a stack machine:
+region that also carries `checkpoint_carries` (the caller does not see
+them): a step counter and, placed *online* by a rule that depends only on
+the step index, up to s carry snapshots (one (s, *leaf.shape) array per
+carry leaf, row 0 the initial carry) with their positions, as a stack of
+intervals. Its VJP (`WhileRegion.checkpointed_vjp`, installed here) is a
+second `while` loop whose next action is computed in the graph from a small
+integer state, Griewank & Walther's binomial (Revolve) schedule run as a
+stack machine:
 
 - the stack holds at most s + 1 intervals (a, b, ss): "reverse steps a..b-1
-  from the state after step a, with ss snapshots", the bottom one (0, n, s)
-  with n the primal loop's counter; the snapshot numbers strictly decrease
-  upwards, so an interval with ss >= 1 sits at depth <= s - 1 and its start
-  state lives in row `depth` of the snapshot arrays (one (s, *leaf.shape)
-  array per carry leaf; row 0 is the initial carry);
+  from the state after step a, with ss snapshots"; it starts as the primal
+  loop left it, entry j = (A[j], A[j + 1], s - j), the top one ending at n;
+  the snapshot numbers strictly decrease upwards, so an interval with
+  ss >= 1 sits at depth <= s - 1 and its start state lives in row `depth`;
 - one iteration does one action on the carries (a `switch`): ADVANCE (the
   body on the current carry; the state reached at a split point is stored in
   the top interval's row), RESTORE (a row becomes the current carry) or
@@ -23,18 +26,22 @@ Griewank & Walther's binomial (Revolve) schedule run as a stack machine:
   split(l, ss) = clamp(C(ss + r - 2, ss), l - C(ss + r - 1, ss - 1), C(ss + r - 1, ss)),
   computed by a small integer `while` loop over r.
 
-The schedule is the *offline* one run after the primal loop: the primal loop
-only counts its steps, so the reverse loop advances t(n, s) steps from the
-initial carry (t = `revolve_extra_steps`, the first sweep's n - 1 steps
-included), n taped steps, and n + t(n, s) + n steps in all with the primal
-loop: n - 1 more than a scan of known length under ("revolve", s), whose
-forward loop stores the first sweep's snapshots. Memory: s carries (the
-snapshot arrays), the current carry, one step's values and O(s) integers,
-whatever n is. Stumm & Walther's online placement (snapshots taken during the
-primal loop) would save those n - 1 steps; it is not built.
+The online rule (`checkpoint_carries`): the state entering step p becomes a
+new entry above entry j when it lies C(s - j + r, s - j) steps after entry
+j's start, r counting entry j's earlier such events (the binomial
+"capacities" of an interval with s - j snapshots), for the lowest such j.
+The reverse loop then advances the sum of t(length, snapshots) over the
+stack's entries (`while_schedule_counts`; t = `revolve_extra_steps`). That
+was never more than the offline t(n, s) (Revolve from the initial carry
+once n is known) for every n < 400 and s <= 6, and mostly close to the
+known-length optimum t(n, s) - (n - 1) of a `scan` under ("revolve", s):
+e.g. 283 against 374 offline and 275 known-length for n = 100, s = 4. It is
+not Stumm & Walther's online algorithm, whose optimality results it does not
+claim. Memory: s carries (the snapshot arrays, carried by both loops), the
+current carry, one step's values and O(s) integers, whatever n is.
 
-The reverse loop is again a checkpointed `while` region (with its own step
-counter), built from `while`, `cond` and elementwise integer ops, so it
+The reverse loop is again a checkpointed `while` region (with its own
+snapshots), built from `while`, `cond` and elementwise integer ops, so it
 lowers to native loops, and differentiates again in forward mode (hvp,
 hessian: jvp of the gradient) and in reverse mode (grad of grad: the reverse
 loop is reversed with s snapshots of its own carries).
@@ -60,7 +67,7 @@ from .loop_checkpoint import _store, _zeros, inline
 from .passes.checkpoint.revolve import revolve_extra_steps
 from .regions import WhileRegion, while_node
 
-__all__ = ["counted_while", "while_schedule_counts", "revolve_split"]
+__all__ = ["counted_while", "checkpoint_carries", "online_positions", "while_schedule_counts", "revolve_split"]
 
 ADVANCE, RESTORE, REVERSE = 0, 1, 2
 
@@ -101,13 +108,15 @@ def _set(arr: Node, i: Node, v: Node, when: Node) -> Node:
 
 
 def counted_while(carry: Sequence[Node], rest: Sequence[Node], cond_fn: Callable, body_fn: Callable, name: str,
-                  checkpoints: int | None = None) -> list[Node]:
+                  checkpoints: int | None = None, online: bool = True) -> list[Node]:
     """A `while` loop on nodes: `while cond_fn(c, rest): c = body_fn(c, rest)`; returns the final carries.
 
     `cond_fn` and `body_fn` get lists of placeholders (carries, loop invariants) and must build on
-    nothing else (no capture). With `checkpoints=s` the region gets an int64 step counter as its
-    last carry (`WhileRegion.checkpoints`), and reverse mode through it keeps s snapshots; the
-    counter's final value is the last returned node.
+    nothing else (no capture). With `checkpoints=s` the region also carries `checkpoint_carries`
+    (`WhileRegion.checkpoints`), and reverse mode through it keeps s snapshots; their final values
+    follow the carries' in the returned list. `online=False` carries the step counter only (the
+    reverse sweep then runs the offline schedule from the initial carry): the backward loops built
+    here, whose own reversal (grad of grad) is rarely asked for, do not pay for snapshots.
     """
     phs_c = [placeholder(x.shape, x.dtype, "carry") for x in carry]
     phs_r = [placeholder(x.shape, x.dtype, "invariant") for x in rest]
@@ -115,14 +124,77 @@ def counted_while(carry: Sequence[Node], rest: Sequence[Node], cond_fn: Callable
     new = list(body_fn(phs_c, phs_r))
     carry = list(carry)
     if checkpoints is not None:
-        k = placeholder((), np.int64, "steps")
-        phs_c.append(k)
-        new.append(_add(k, 1))
-        carry.append(_i(0))
+        e_ph, e_out, e_init = checkpoint_carries(phs_c, carry, checkpoints, online)
+        phs_c, new, carry = phs_c + e_ph, new + e_out, carry + e_init
     ins = phs_c + phs_r
     region = WhileRegion(Graph(ins, [pred], name=f"cond({name})"), Graph(ins, new, name=name), len(phs_c),
                          name=name, checkpoints=checkpoints)
+    region.online = online
     return [while_node(carry + list(rest), region, j) for j in range(len(carry))]
+
+
+def checkpoint_carries(cph: Sequence[Node], init: Sequence[Node], s: int,
+                       online: bool = True) -> tuple[list[Node], list[Node], list[Node]]:
+    """The carries a loop with `checkpoints=s` adds after the user's: (placeholders, next values, initial values).
+
+    They are: p, the step counter (the index of the state entering the step, its final value the
+    trip count n); per carry leaf a snapshot array (s, *leaf.shape), row 0 the initial carry; and
+    the online placement's stack: A (s,) the positions of the snapshots (entry j in row j), R and
+    NXT (s,) each entry's repetition number r and next trigger length C(s - j + r, s - j), and k
+    the top entry. The rule, depending on the step index only: when the state entering step p
+    (which runs, so p < n) is p - A[j] = NXT[j] steps after entry j, for the lowest such live j
+    with s - j >= 2, it becomes entry j + 1 (the entries above are dropped), r[j] grows by one and
+    the new entry starts with r = 0 (trigger length 1). At a trip count n = C(s + r, s) that
+    leaves Revolve's optimal split points of n steps stored; in between, the reverse sweep's
+    advances are the sum over the stack of t(length, snapshots) (`while_schedule_counts`).
+
+    Args:
+        cph: the body's carry placeholders (the state entering a step).
+        init: the initial carry nodes.
+        s: snapshots (>= 1).
+        online: False: the step counter only.
+    """
+    i64 = np.int64
+    p = placeholder((), i64, "steps")
+    if not online:
+        return [p], [_add(p, 1)], [_i(0)]
+    S = [placeholder((s,) + c.shape, c.dtype, "snapshots") for c in cph]
+    A, R, NXT = (placeholder((s,), i64, w) for w in ("positions", "repetitions", "triggers"))
+    k = placeholder((), i64, "top")
+    idx = L.constant(np.arange(s, dtype=i64))
+    ssv = L.constant(np.arange(s, 0, -1, dtype=i64))  # s - j snapshots at depth j
+    live = _and(_and(L.binary("le", idx, L.broadcast_to(k, (s,))), L.constant(np.arange(s) <= s - 2)),
+                L.broadcast_to(_cmp("ge", p, 1), (s,)))
+    hit = _and(live, L.binary("eq", L.binary("sub", L.broadcast_to(p, (s,)), A), NXT))
+    jstar = L.reduce("min", L.where(hit, idx, L.constant(np.full(s, s, i64))))
+    any_hit = _cmp("lt", jstar, s)
+    new_top = _add(jstar, 1)
+    at_j = _and(L.binary("eq", idx, L.broadcast_to(jstar, (s,))), L.broadcast_to(any_hit, (s,)))
+    at_new = _and(L.binary("eq", idx, L.broadcast_to(new_top, (s,))), L.broadcast_to(any_hit, (s,)))
+    one = L.constant(np.ones(s, i64))
+    R1 = L.binary("add", R, one)
+    bumped = L.binary("int_floordiv", L.binary("mul", NXT, L.binary("add", ssv, R1)), R1)
+    A2 = L.where(at_new, L.broadcast_to(p, (s,)), A)
+    R2 = L.where(at_new, L.constant(np.zeros(s, i64)), L.where(at_j, R1, R))
+    N2 = L.where(at_new, one, L.where(at_j, bumped, NXT))
+    slot = L.where(any_hit, new_top, _i(-1))
+    outs = [_add(p, 1)] + [_store(x, c, slot) for x, c in zip(S, cph)] + [A2, R2, N2, L.where(any_hit, new_top, k)]
+    inits = [_i(0)] + [_store(_zeros((s,) + c.shape, c.dtype), c, _i(0)) for c in init]
+    inits += [L.constant(np.zeros(s, i64)), L.constant(np.zeros(s, i64)), L.constant(np.ones(s, i64)), _i(0)]
+    return [p] + S + [A, R, NXT, k], outs, inits
+
+
+def online_positions(n: int, s: int) -> list[int]:
+    """The snapshot positions `checkpoint_carries` leaves after a loop of n steps (A[0..k]), in Python."""
+    A, R, NXT = [0], [0], [1]
+    for p in range(1, n):
+        for j in range(len(A)):
+            if s - j >= 2 and p - A[j] == NXT[j]:
+                R[j] += 1
+                NXT[j] = NXT[j] * (s - j + R[j]) // R[j]
+                A, R, NXT = A[:j + 1] + [p], R[:j + 1] + [0], NXT[:j + 1] + [1]
+                break
+    return A
 
 
 def revolve_split(l: Node, ss: Node) -> Node:
@@ -166,13 +238,24 @@ def checkpointed_vjp(self: WhileRegion, cts: dict[int, Node], node: Node) -> tup
     """
     s = int(self.checkpoints)
     nk = self.nk
-    nu = nk - 1  # the user's carries; carry nu is the step counter
+    online = getattr(self, "online", True)
+    # the user's carries, then `checkpoint_carries`: p, and online nu snapshot arrays, A, R, NXT, k
+    nu = (nk - 5) // 2 if online else nk - 1
+    assert nk == (2 * nu + 5 if online else nu + 1), (nk, nu)
     ins = list(node.inputs)
     init, rest = ins[:nu], ins[nk:]
     bi = self.body.inputs
     m = meta(node)
-    with role(m.role, m.origin):  # the trip count is an output of the primal loop
+    with role(m.role, m.origin):  # the trip count and the snapshots are outputs of the primal loop
         n = while_node(ins, self, nu)
+        if online:
+            Sf = [while_node(ins, self, nu + 1 + j) for j in range(nu)]
+            Af = while_node(ins, self, 2 * nu + 1)
+            kf = while_node(ins, self, 2 * nu + 4)
+        else:  # the offline schedule: one entry (0, n, s), the initial carry in row 0
+            Sf = [_store(_zeros((s,) + c.shape, c.dtype), c, _i(0)) for c in init]
+            Af, kf = L.constant(np.zeros(s, np.int64)), _i(0)
+    dummies = [L.zeros_like(x) for x in bi[nu:nk]]  # the step graphs do not read the extra carries
     fk = [j for j in range(nu) if is_float(bi[j])]
     need = needed_inputs()  # closed-over values nobody differentiates get no accumulator
     fr = [i for i in range(nk, len(bi)) if is_float(bi[i]) and (need is None or need[i])]
@@ -192,12 +275,18 @@ def checkpointed_vjp(self: WhileRegion, cts: dict[int, Node], node: Node) -> tup
         c = cts.get(j)
         ct0.append(L.zeros_like(init[j]) if c is None else L.cast(c, init[j].dtype))
     acc0 = [L.zeros_like(ins[i]) for i in fr]
-    S0 = [_store(_zeros((s,) + c.shape, c.dtype), c, _i(0)) for c in init]
-    top0 = L.constant(np.zeros(s + 1, np.int64))
-    B0 = _set(top0, _i(0), n, L.constant(np.bool_(True)))
-    SS0 = L.constant(np.array([s] + [0] * s, np.int64))
-    d0 = L.cast(_cmp("gt", n, 0), np.int64)
-    carry = list(init) + S0 + ct0 + acc0 + [top0, B0, SS0, d0, _i(0), _i(0)]
+    # the stack the primal loop left: entry j = (A[j], A[j + 1] or n for the top, s - j snapshots), its start in row j
+    jj = np.arange(s + 1)
+    kb = L.broadcast_to(kf, (s + 1,))
+    A0 = L.bind("gather", Af, L.constant(np.minimum(jj, s - 1).astype(np.int64)), axis=0)
+    nxt = L.bind("gather", Af, L.constant(np.minimum(jj + 1, s - 1).astype(np.int64)), axis=0)
+    idx = L.constant(jj.astype(np.int64))
+    B0 = L.where(L.binary("lt", idx, kb), nxt,
+                 L.where(L.binary("eq", idx, kb), L.broadcast_to(n, (s + 1,)), L.constant(np.zeros(s + 1, np.int64))))
+    SS0 = L.where(L.binary("le", idx, kb), L.constant((s - jj).astype(np.int64)), L.constant(np.zeros(s + 1, np.int64)))
+    d0 = L.where(_cmp("gt", n, 0), _add(kf, 1), _i(0))
+    # cur = tgt = -1: the first action restores the top entry's start
+    carry = list(init) + Sf + ct0 + acc0 + [A0, B0, SS0, d0, _i(-1), _i(-1)]
 
     def cond(c: list, x: list) -> Node:
         return _cmp("gt", c[2 * nu + nf + nr + 3], 0)
@@ -236,7 +325,7 @@ def checkpointed_vjp(self: WhileRegion, cts: dict[int, Node], node: Node) -> tup
 
         def advance(p: list) -> list:
             c_, S_, ct_, acc_, r_, sl, _ = parts(p)
-            new = inline(self.body, c_ + [_i(0)] + r_)[:nu]
+            new = inline(self.body, c_ + dummies + r_)[:nu]
             return new + [_store(x, v, sl) for x, v in zip(S_, new)] + ct_ + acc_
 
         def restore_(p: list) -> list:
@@ -245,13 +334,13 @@ def checkpointed_vjp(self: WhileRegion, cts: dict[int, Node], node: Node) -> tup
 
         def reverse(p: list) -> list:
             c_, S_, ct_, acc_, r_, _, _ = parts(p)
-            gg = inline(step_vjp, c_ + [_i(0)] + r_ + ct_)
+            gg = inline(step_vjp, c_ + dummies + r_ + ct_)
             return c_ + S_ + gg[:nf] + [L.add(x, y) for x, y in zip(acc_, gg[nf:])]
 
         sel = _select(kind, ops, [advance, restore_, reverse], f"revolve_action({self.name})")
         return sel + [A1, B1, SS1, d2, cur1, tgt2]
 
-    out = counted_while(carry, rest, cond, body, f"revolve_vjp({self.name})", checkpoints=s)
+    out = counted_while(carry, rest, cond, body, f"revolve_vjp({self.name})", checkpoints=s, online=False)
     res: list[Node | None] = [None] * len(ins)
     for i, j in enumerate(fk):
         res[j] = out[2 * nu + i]
@@ -261,13 +350,16 @@ def checkpointed_vjp(self: WhileRegion, cts: dict[int, Node], node: Node) -> tup
 
 
 def while_schedule_counts(n: int, s: int) -> dict:
-    """What the reverse loop of `while_loop(..., checkpoints=s)` runs for a trip count n.
+    """What `while_loop(..., checkpoints=s)` runs for a trip count n (the counts the tests check).
 
     Returns:
-        {"trip_count": n, "snapshots": s, "recomputed_steps": t(n, s) (the body advanced by the reverse
-        loop, from the initial carry), "taped_steps": n, "body_evaluations": n + t(n, s) + n (the
-        primal loop included), "extra_over_scan": n - 1 (what a scan of known length with the same
-        schedule saves: its forward loop stores the first sweep's snapshots)}.
+        {"trip_count": n, "snapshots": s, "positions": the snapshots the primal loop left (online),
+        "recomputed_steps": the body advanced by the reverse loop, the sum over the stack's entries
+        (A[j], A[j + 1] or n, s - j snapshots) of t(length, s - j); "taped_steps": n;
+        "body_evaluations": n + recomputed + n (the primal loop included);
+        "offline_recomputed_steps": t(n, s), Revolve from the initial carry once n is known;
+        "known_length_recomputed_steps": t(n, s) - (n - 1), a `scan` of known length under
+        ("revolve", s), whose forward loop stores the first sweep's snapshots}; t = `revolve_extra_steps`.
 
     Raises:
         SymgraphError: s < 1 or n < 0.
@@ -278,9 +370,13 @@ def while_schedule_counts(n: int, s: int) -> dict:
         raise SymgraphError(f"checkpoints must be >= 1, got {s}")
     if n < 0:
         raise SymgraphError(f"a trip count is >= 0, got {n}")
+    pos = online_positions(n, s) if n > 0 else []
+    ends = pos[1:] + [n]
+    rec = sum(revolve_extra_steps(b - a, s - j) for j, (a, b) in enumerate(zip(pos, ends)))
     t = revolve_extra_steps(n, s)
-    return {"trip_count": n, "snapshots": s, "recomputed_steps": t, "taped_steps": n,
-            "body_evaluations": 2 * n + t, "extra_over_scan": max(0, n - 1)}
+    return {"trip_count": n, "snapshots": s, "positions": pos, "recomputed_steps": rec, "taped_steps": n,
+            "body_evaluations": 2 * n + rec, "offline_recomputed_steps": t,
+            "known_length_recomputed_steps": max(0, t - max(0, n - 1))}
 
 
 WhileRegion.checkpointed_vjp = checkpointed_vjp  # installed here (a layer above the regions)

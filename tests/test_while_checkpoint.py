@@ -36,6 +36,35 @@ def split_formula(l, ss):
     return min(max(c(ss + r - 2, ss), l - c(ss + r - 1, ss - 1), 1), c(ss + r - 1, ss), l - 1)
 
 
+def online_placement(n, s):
+    """The online rule of the module docstring, written out independently: entry j's trigger lengths are the
+    binomial capacities C(s - j + r, s - j), r = 0, 1, ...; the lowest live entry (s - j >= 2) that hits wins."""
+    entries = [(0, 0)]     # (start, r)
+    for p in range(1, n):
+        for j, (a, r) in enumerate(entries):
+            if s - j >= 2 and p - a == math.comb(s - j + r, s - j):
+                entries = entries[:j] + [(a, r + 1), (p, 0)]
+                break
+    return [a for a, _ in entries]
+
+
+def online_recomputed(n, s):
+    pos = online_placement(n, s)
+    return sum(brute_force(b - a, s - j) for j, (a, b) in enumerate(zip(pos, pos[1:] + [n])))
+
+
+def test_online_placement_is_never_worse_than_offline():
+    for s in range(1, 6):
+        for n in range(1, 150):
+            c = while_schedule_counts(n, s)
+            assert c["positions"] == online_placement(n, s)
+            assert c["recomputed_steps"] == online_recomputed(n, s)
+            assert c["known_length_recomputed_steps"] <= c["recomputed_steps"] <= c["offline_recomputed_steps"]
+            assert c["offline_recomputed_steps"] == brute_force(n, s)
+    assert [while_schedule_counts(100, 4)[k] for k in ("recomputed_steps", "offline_recomputed_steps",
+                                                       "known_length_recomputed_steps")] == [283, 374, 275]
+
+
 def test_split_formula_is_optimal():
     for ss in range(1, 7):
         for l in range(2, 120):
@@ -118,8 +147,9 @@ def test_body_runs_the_optimal_number_of_times(s, monkeypatch):
         assert trips(W, b, h0, n) == n
         calls.clear()
         got = g.evaluate(W, np.int64(n))
-        # the primal loop, the reverse loop's advances from the initial carry, one taped step each
-        assert len(calls) == n + brute_force(n, s) + n == while_schedule_counts(n, s)["body_evaluations"]
+        # the primal loop, the reverse loop's advances from the snapshots the primal loop placed, one taped
+        # step each; each stack entry's advances are the brute force's optimum for its length and snapshots
+        assert len(calls) == n + online_recomputed(n, s) + n == while_schedule_counts(n, s)["body_evaluations"]
         assert revolve_extra_steps(n, s) == brute_force(n, s)
         monkeypatch.setattr(OPS["tanh"], "impl", impl)
         np.testing.assert_allclose(got, ref(W, np.int64(n)), rtol=1e-12, atol=1e-15)
