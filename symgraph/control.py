@@ -388,12 +388,13 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, max_steps:
     condition is false), reverse mode raises (it needs one of the two).
 
     - `checkpoints=s`: the trip count stays a run-time value and reverse mode keeps
-      s carry snapshots, whatever the trip count n: the loop also counts its steps,
-      and the backward sweep is a while loop running Griewank & Walther's binomial
-      (Revolve) schedule from the initial carry, its next action computed in the
-      graph (symgraph.while_checkpoint). It evaluates the body n + t(n, s) + n times
-      in all (t = the binomial recompute count, `while_schedule_counts`); memory is
-      s + 1 carries and one step's values. Grad of grad, hvp and hessian work.
+      s carry snapshots, whatever the trip count n: the loop also counts its steps
+      and places the snapshots online (a rule on the step index), and the backward
+      sweep is a while loop running Griewank & Walther's binomial (Revolve) schedule
+      on the intervals between them, its next action computed in the graph
+      (symgraph.while_checkpoint). It evaluates the body n + R + n times in all (R
+      recomputed steps: `while_schedule_counts`); memory is s + 1 carries and one
+      step's values. Grad of grad, hvp and hessian work.
     - `max_steps=N`: the loop is a `scan` of N steps whose body is
       `sg.cond(cond_fun(val), body_fun, identity)`: reverse mode stores N steps'
       residuals, and the loop stops after N steps if the condition is still true
