@@ -567,6 +567,9 @@ def _complex_refused(what: str) -> UnsupportedOpError:
 #: as NumPy's own ufuncs are first called (np.sin(x) on a node skips the general checks after that).
 _PLAIN_UFUNCS: dict[Any, tuple[Callable, bool]] = {}
 
+#: Keywords of NumPy's generalized ufuncs that their rules take (np.vecdot(x1, x2, axis=0)).
+_UFUNC_KEYWORDS = {"vecdot": frozenset({"axis"})}
+
 
 def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
     check_live(self)
@@ -623,12 +626,13 @@ def _array_ufunc(self: Node, ufunc: Any, method: str, *inputs: Any, **kwargs: An
         raise UnsupportedOpError(f"np.{ufunc.__name__} has no rule in symgraph (no traced equivalent)")
     if ufunc.__name__ not in COMPLEX_UFUNCS and any_complex(inputs):
         raise _complex_refused(f"np.{ufunc.__name__}")
-    extra = set(kwargs) - {"dtype", "casting", "where"}
+    own = _UFUNC_KEYWORDS.get(ufunc.__name__, frozenset())  # a gufunc's own keywords, passed to its rule
+    extra = set(kwargs) - {"dtype", "casting", "where"} - own
     if extra or kwargs.get("where", True) is not True:
         raise UnsupportedOpError(f"np.{ufunc.__name__}: keyword arguments {sorted(set(kwargs))} are not supported")
     if ufunc is getattr(np, ufunc.__name__, None) and fn is snp.UFUNCS.get(ufunc.__name__):
         _PLAIN_UFUNCS[ufunc] = (fn, ufunc.__name__ in COMPLEX_UFUNCS)
-    out = fn(*inputs)
+    out = fn(*inputs, **{k: kwargs[k] for k in own if k in kwargs})
     if kwargs.get("dtype") is not None:
         out = L.cast(out, kwargs["dtype"])
     return out

@@ -115,6 +115,7 @@ def isreal(x: Any) -> Any:
 COMPLEX_UFUNCS = frozenset({
     "add", "subtract", "multiply", "divide", "true_divide", "negative", "positive", "power", "square", "conjugate",
     "absolute", "exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "equal", "not_equal", "isnan", "matmul",
+    "vecdot", "matvec", "vecmat",
 })
 
 COMPLEX_FUNCTIONS = frozenset({
@@ -130,7 +131,10 @@ COMPLEX_FUNCTIONS = frozenset({
     _np.pad, _np.hstack, _np.vstack, _np.column_stack, _np.split, _np.array_split, _np.hsplit, _np.vsplit,
     _np.atleast_1d, _np.atleast_2d, _np.atleast_3d, _np.append, _np.diagflat, _np.take_along_axis, _np.cross,
     _np.cumprod, _np.diff, _np.ediff1d, _np.trapezoid, _np.convolve, _np.correlate, _np.linspace, _np.select,
-    _np.nan_to_num, *(getattr(_np, _n) for _n in ("permute_dims", "concat") if hasattr(_np, _n)),
+    _np.nan_to_num, _np.delete, _np.insert, _np.compress, _np.resize,
+    *(getattr(_np, _n) for _n in ("permute_dims", "concat", "matrix_transpose", "unstack", "cumulative_sum",
+                                    "cumulative_prod")
+      if hasattr(_np, _n)),
     # np.linalg (docs/linalg.md, "Complex matrices")
     _np.linalg.solve, _np.linalg.inv, _np.linalg.det, _np.linalg.slogdet, _np.linalg.cholesky, _np.linalg.tensorinv,
     _np.linalg.tensorsolve, _np.linalg.eigh, _np.linalg.eigvalsh, _np.linalg.svd, _np.linalg.eig,

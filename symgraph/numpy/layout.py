@@ -17,7 +17,7 @@ from .base import _ndim, _shape
 
 __all__ = [
     "broadcast_to", "concatenate", "expand_dims", "flatten", "hstack", "moveaxis", "ravel", "reshape", "squeeze",
-    "stack", "swapaxes", "take", "transpose", "vstack",
+    "stack", "swapaxes", "take", "transpose", "vstack", "matrix_transpose", "unstack",
 ]
 
 
@@ -54,6 +54,27 @@ def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
     perm = list(range(nd))
     perm[i], perm[j] = perm[j], perm[i]
     return L.transpose(a, perm)
+
+
+def matrix_transpose(x: Any) -> Any:
+    """np.matrix_transpose (NumPy 2): the last two axes swapped, (..., m, n) -> (..., n, m).
+
+    Raises:
+        ShapeError: x has fewer than 2 dimensions (NumPy: ValueError).
+    """
+    if _ndim(x) < 2:
+        raise ShapeError(f"matrix_transpose: input array must be at least 2-dimensional, but it is {_ndim(x)}")
+    return swapaxes(x, -1, -2)
+
+
+def unstack(x: Any, /, *, axis: int = 0) -> tuple:
+    """np.unstack (NumPy 2): the tuple of x's slices along axis (the inverse of np.stack).
+
+    Raises:
+        ShapeError: axis out of range (0-d x has none).
+    """
+    (ax,) = normalize_axes(axis, _ndim(x), op="unstack")
+    return tuple(x[(slice(None),) * ax + (i,)] for i in range(_shape(x)[ax]))
 
 
 def moveaxis(a: Any, source: Any, destination: Any) -> Any:
@@ -195,4 +216,6 @@ FUNCTIONS = {
     _np.reshape: reshape, _np.ravel: ravel, _np.transpose: transpose, _np.swapaxes: swapaxes,
     _np.moveaxis: moveaxis, _np.broadcast_to: broadcast_to, _np.expand_dims: expand_dims, _np.squeeze: squeeze,
     _np.concatenate: concatenate, _np.stack: stack, _np.hstack: hstack, _np.vstack: vstack, _np.take: take,
+    **{getattr(_np, _n): _f for _n, _f in (("matrix_transpose", matrix_transpose), ("unstack", unstack))
+       if hasattr(_np, _n)},
 }

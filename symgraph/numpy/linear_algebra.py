@@ -26,7 +26,7 @@ from .reductions import max as _max, min as _min, sum
 from .structural import diagonal
 
 __all__ = ["dot", "einsum", "inner", "linalg", "matmul", "matrix_norm", "norm", "outer", "tensordot", "vdot",
-           "vector_norm"]
+           "vector_norm", "vecdot", "matvec", "vecmat"]
 
 
 def _safe_sqrt(s: Any) -> Any:
@@ -168,6 +168,60 @@ def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any: 
 def matmul(a: Any, b: Any) -> Any:
     """Matrix product with NumPy semantics (vectors, batches, broadcasting)."""
     return L.matmul(a, b)
+
+
+def _conj(x: Any) -> Any:
+    x = x if isinstance(x, Node) else _np.asarray(x)
+    return L.bind("conj", x) if x.dtype.kind == "c" else x
+
+
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, **kwargs: Any) -> Any:
+    """np.vecdot (a NumPy 2 ufunc): sum over `axis` of conj(x1) * x2, broadcasting the other axes.
+
+    Shapes: x1 and x2 broadcast; the result drops `axis`. Complex x1 is conjugated (NumPy's rule).
+
+    Raises:
+        ShapeError: the axis lengths differ or the shapes do not broadcast.
+        UnsupportedOpError: out= or another gufunc keyword.
+    """
+    _no_gufunc_kwargs("vecdot", kwargs)
+    s1, s2 = _shape(x1), _shape(x2)
+    if not s1 or not s2 or s1[axis] != s2[axis]:
+        raise ShapeError(f"vecdot: core dimensions of shapes {s1} and {s2} along axis {axis} do not match")
+    return sum(multiply(_conj(x1), x2), axis=axis)
+
+
+def matvec(x1: Any, x2: Any, /, **kwargs: Any) -> Any:
+    """np.matvec (a NumPy 2 ufunc): (..., m, n) matrices times (..., n) vectors -> (..., m), no conjugation.
+
+    Raises:
+        ShapeError: n differs or the batch shapes do not broadcast. UnsupportedOpError: out= or axes=.
+    """
+    _no_gufunc_kwargs("matvec", kwargs)
+    if _ndim(x1) < 2 or _ndim(x2) < 1 or _shape(x1)[-1] != _shape(x2)[-1]:
+        raise ShapeError(f"matvec: shapes {_shape(x1)} and {_shape(x2)} do not fit (..., m, n) and (..., n)")
+    y = L.matmul(x1, L.reshape(x2, _shape(x2) + (1,)))
+    return L.reshape(y, _shape(y)[:-1])
+
+
+def vecmat(x1: Any, x2: Any, /, **kwargs: Any) -> Any:
+    """np.vecmat (a NumPy 2 ufunc): conj of (..., n) vectors times (..., n, m) matrices -> (..., m).
+
+    Raises:
+        ShapeError: n differs or the batch shapes do not broadcast. UnsupportedOpError: out= or axes=.
+    """
+    _no_gufunc_kwargs("vecmat", kwargs)
+    if _ndim(x2) < 2 or _ndim(x1) < 1 or _shape(x1)[-1] != _shape(x2)[-2]:
+        raise ShapeError(f"vecmat: shapes {_shape(x1)} and {_shape(x2)} do not fit (..., n) and (..., n, m)")
+    v = _conj(x1)
+    y = L.matmul(L.reshape(v, _shape(v)[:-1] + (1, _shape(v)[-1])), x2)
+    return L.reshape(y, _shape(y)[:-2] + _shape(y)[-1:])
+
+
+def _no_gufunc_kwargs(op: str, kwargs: dict) -> None:
+    extra = sorted(k for k, v in kwargs.items() if v is not None and not (k == "dtype" and v is None))
+    if extra:
+        raise UnsupportedOpError(f"{op}({', '.join(k + '=...' for k in extra)}) is not supported in traced code")
 
 
 def dot(a: Any, b: Any, out: Any = None) -> Any:
@@ -395,7 +449,7 @@ class linalg:  # noqa: N801  (mirrors np.linalg)
 # ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
 
 UFUNCS = {
-    "matmul": matmul,
+    "matmul": matmul, "vecdot": vecdot, "matvec": matvec, "vecmat": vecmat,
 }
 
 FUNCTIONS = {
