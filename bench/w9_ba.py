@@ -36,7 +36,8 @@ import os
 
 import numpy as np
 
-from .field import autograd_system, jax_system, numpy_system, rho_compare, symgraph_system, torch_system
+from .field import (autograd_system, cpp_system, jax_system, numpy_system, rho_compare, symgraph_system,
+                    torch_system)
 from .harness import Settings, WorkloadResult, merge_tables, run_case
 
 TITLE = "Bundle adjustment: residuals and sparse Jacobian (float64, GradBench ba)"
@@ -290,6 +291,45 @@ def _torch_system(pattern):
     return System("torch", prepare, note="torch.func.vmap(torch.func.jacrev(residual)), eager")
 
 
+def ba_cpp(lib):
+    """The hand-written C++ residuals and Jacobian blocks (``bench/cpp/ba.cpp``) as a function of the inputs.
+
+    Args:
+        lib: the ``ctypes.CDLL`` of ``bench/cpp/ba.cpp`` (`bench.cpp.build.load`).
+
+    Returns:
+        ``fn(cams, X, w, feats, obs) -> (r (P, 2), 1 − w², blocks (P, 2, 15), −2w)``, the
+        pieces `_finish` assembles; float64 (obs: integer, converted to int64).
+    """
+    import ctypes
+
+    c = lib.ba_residuals_jacobian
+    c.restype = None
+    ptr = ctypes.c_void_p
+    c.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int] + [ptr] * 9
+
+    def fn(cams, X, w, feats, obs):
+        n, m, p = cams.shape[0], X.shape[0], w.shape[0]
+        arrs = [np.ascontiguousarray(v, dtype=np.float64) for v in (cams, X, w, feats)]
+        ob = np.ascontiguousarray(obs, dtype=np.int64)
+        want = [(n, 11), (m, 3), (p,), (p, 2)]
+        if [a.shape for a in arrs] != want or ob.shape != (p, 2):
+            raise ValueError(f"ba_cpp: shapes {[a.shape for a in arrs]} and obs {ob.shape}, expected {want}, {(p, 2)}")
+        if p and (ob[:, 0].min() < 0 or ob[:, 0].max() >= n or ob[:, 1].min() < 0 or ob[:, 1].max() >= m):
+            raise ValueError("ba_cpp: an observation's camera or point index is out of range")
+        err, werr, blocks, dw = np.empty((p, 2)), np.empty(p), np.empty((p, 2, 15)), np.empty(p)
+        c(n, m, p, *(a.ctypes.data for a in (*arrs, ob, err, werr, blocks, dw)))
+        return err, werr, blocks, dw
+    return fn
+
+
+def _cpp_make(pattern):
+    def make(lib):
+        fn = ba_cpp(lib)
+        return lambda *a: _finish(pattern, *fn(*a))
+    return make
+
+
 def _autograd_make(pattern):
     def make(ag, anp):
         def column(c):
@@ -316,6 +356,9 @@ def systems(pattern) -> list:
                         note="no vmap: two reverse passes of the vectorized residuals (each residual "
                              "depends on its own observation's 15 parameters only)"),
         _torch_system(pattern),
+        cpp_system("ba", _cpp_make(pattern),
+                   note="bench/cpp/ba.cpp: hand-derived (chain rule) 2x15 blocks, g++ -O3 -march=native, one thread, "
+                        "called through ctypes; then the same CSR assembly"),
     ]
 
 
