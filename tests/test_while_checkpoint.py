@@ -270,3 +270,21 @@ def test_the_compile_checkpoint_dial_leaves_it_alone():
     for ck in ("revolve", ("revolve", 2), "sqrt", "mincut", 10 ** 5):
         cf = sg.compile(sg.grad(lambda W: rnn(W, b, h0, np.int64(100), checkpoints=3)), checkpoint=ck)
         np.testing.assert_allclose(cf(W), ref, rtol=1e-12, atol=1e-14)
+
+
+def test_nested_loops_pytrees_float32():
+    def f(W, **kw):
+        def body(c):
+            inner = sg.while_loop(lambda d: d["k"] < 3, lambda d: {"h": np.tanh(W @ d["h"]) + 0.1, "k": d["k"] + 1},
+                                  {"h": c["h"], "k": np.int64(0)}, **kw)
+            return {"h": inner["h"] * np.float32(0.9), "k": c["k"] + 1, "z": c["z"] + np.sum(inner["h"])}
+        out = sg.while_loop(lambda c: c["k"] < 7, body,
+                            {"h": np.ones(3, np.float32), "k": np.int64(0), "z": np.float32(0)}, **kw)
+        return np.sum(out["h"] ** 2) + out["z"]
+
+    W = (0.5 * np.random.default_rng(1).normal(size=(3, 3))).astype(np.float32)
+    ref = sg.grad(lambda W: f(W, max_steps=10))(W)
+    for s in (1, 3):
+        g = sg.grad(lambda W: f(W, checkpoints=s))(W)
+        assert g.dtype == np.float32 and np.array_equal(g, ref)
+        np.testing.assert_allclose(sg.compile(sg.grad(lambda W: f(W, checkpoints=s)))(W), ref, rtol=1e-6)
