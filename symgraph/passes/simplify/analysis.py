@@ -127,15 +127,25 @@ def _bounded_atom(x: Node, bound: dict[Node, float]) -> float:
         return math.inf
     if x.op is _CONST:
         a = x.attrs[0][1].array
-        if a.size == 0:
+        if a.ndim == 0 and a.dtype.itemsize <= 8:
+            m = abs(float(a))  # exact: float16/32/64 convert to a Python float without rounding
+        elif a.size == 0:
             return 0.0
-        m = float(np.max(np.abs(a)))
+        else:
+            m = float(np.max(np.abs(a)))
         return m if math.isfinite(m) else math.inf
-    if not x.inputs:
+    ins = x.inputs
+    if not ins:
         return math.inf
     if x.op.magnitude == "unit":  # |f(x)| <= 1 (or NaN)
         return 1.0
-    b = [bound.get(i, math.inf) for i in x.inputs]
+    inf = math.inf
+    if len(ins) == 2:
+        b = (bound.get(ins[0], inf), bound.get(ins[1], inf))
+    elif len(ins) == 1:
+        b = (bound.get(ins[0], inf),)
+    else:
+        b = [bound.get(i, inf) for i in ins]
     if name == "mul":
         return b[0] * b[1] if b[0] and b[1] else 0.0
     if name == "add" or name == "sub":

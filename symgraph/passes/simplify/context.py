@@ -69,6 +69,17 @@ class _PassBuilder(Builder):
             return self.remake(node, inputs)
         return Builder.adopt(self, node)
 
+    def adopt_canonical(self, node: Node, inputs: tuple) -> Node:
+        """`adopt(node, inputs)` for inputs whose commutative operands are in order already (`_swapped` is
+        False for them): the same node, without testing the order again."""
+        ins = node.inputs
+        if len(inputs) != len(ins):
+            return self.make(node.op, inputs, node.attrs, node.tag)
+        for a, b in zip(inputs, ins):
+            if a is not b:
+                return Builder.remake(self, node, inputs, self._meta)
+        return Builder.adopt(self, node)
+
     def make(self, op: Any, inputs: Iterable[Node] = (), attrs: Any = None, tag: Any = None) -> Node:
         m = self._meta
         if m is not self._synced:

@@ -25,7 +25,7 @@ def _rewrite_node(node: Node, ins: tuple, run: _Run) -> Node:
         if _swapped(node.op, ins):
             ins = (ins[1], ins[0]) + ins[2:]
         if not _rules_for(node, ins):  # no rule to try (the common case): what the loop below would do
-            node = run.builder.adopt(node, ins)
+            node = run.builder.adopt_canonical(node, ins)
             run.stable.add(node)
             return node
     stats = run.stats
@@ -44,7 +44,7 @@ def _rewrite_node(node: Node, ins: tuple, run: _Run) -> Node:
                 break
         else:
             if not built:
-                node = run.builder.adopt(node, ins)
+                node = run.builder.adopt_canonical(node, ins)
             run.stable.add(node)
             return node
     return node if built else run.builder.adopt(node, ins)
@@ -71,33 +71,47 @@ def rewrite_pass(graph: Graph, run: _Run) -> Graph:
     run.readers = readers
     stable = run.stable
     new: dict[Node, Node] = {}
+    get_readers, get_prev, get_count = readers.get, prev_readers.get, count.get
     for n in order:
         op = n.op
-        if op.name == "input" or (not n.inputs and n.tag is not None):
-            r = n
-        elif n in stable and all(new[x] is x and readers.get(x) == prev_readers.get(x) for x in n.inputs):
-            r = n  # no rule fired here last round and nothing it reads has changed
+        nins = n.inputs
+        if not nins and (n.tag is not None or op.name == "input"):
+            new[n] = n
+            readers[n] = get_readers(n, 0) + get_count(n, 0)
+            continue
+        if n in stable:
+            for x in nins:
+                if new[x] is not x or get_readers(x) != get_prev(x):
+                    break
+            else:  # no rule fired here last round and nothing it reads has changed
+                new[n] = n
+                readers[n] = get_readers(n, 0) + get_count(n, 0)
+                continue
+        if len(nins) == 2:
+            ins = (new[nins[0]], new[nins[1]])
+        elif len(nins) == 1:
+            ins = (new[nins[0]],)
         else:
-            ins = tuple([new[x] for x in n.inputs])
-            b.cur_meta = meta(n)
-            if op.name == "copy" and _removable_copy_tag(n.tag):
-                r = ins[0]  # copy(x) -> x  (fresh variables of finished transformations)
-                run.stats["remove_copy"] += 1
+            ins = tuple([new[x] for x in nins])
+        b.cur_meta = meta(n)
+        if op.name == "copy" and _removable_copy_tag(n.tag):
+            r = ins[0]  # copy(x) -> x  (fresh variables of finished transformations)
+            run.stats["remove_copy"] += 1
+            run.changes += 1
+        elif n.tag is not None:
+            r = b.adopt(n, ins)  # protected: rebuilt as is
+        elif op is _CONST:
+            a = n.attrs[0][1].array
+            if a.ndim > 0 and a.size > 1 and _uniform(a):
+                r = _constant(a, a.dtype)  # uniform constant -> broadcast_to(0-d constant)
+                run.stats["splat_constant"] += 1
                 run.changes += 1
-            elif n.tag is not None:
-                r = b.adopt(n, ins)  # protected: rebuilt as is
-            elif op is _CONST:
-                a = n.attrs[0][1].array
-                if a.ndim > 0 and a.size > 1 and _uniform(a):
-                    r = _constant(a, a.dtype)  # uniform constant -> broadcast_to(0-d constant)
-                    run.stats["splat_constant"] += 1
-                    run.changes += 1
-                else:
-                    r = b.adopt(n, ins)
             else:
-                r = _rewrite_node(n, ins, run)
+                r = b.adopt(n, ins)
+        else:
+            r = _rewrite_node(n, ins, run)
         new[n] = r
-        readers[r] = readers.get(r, 0) + count.get(n, 0)
+        readers[r] = get_readers(r, 0) + get_count(n, 0)
     outs = [new[o] for o in graph.outputs]
     if all(a is o for a, o in zip(outs, graph.outputs)):
         return graph  # the same nodes: keep the graph (and its topological order)
