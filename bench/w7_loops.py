@@ -9,7 +9,9 @@ parameters (sigma, rho, beta).
 
 Systems: symgraph with `sg.scan` (compiled, LLVM), symgraph on the plain
 Python loop (unrolled: only at T = 100 and in --quick; it grows with T), the
-plain loop with `sg.compile(roll=True)` (rolled into a scan loop), a
+plain loop with `sg.compile(roll=True)` (rolled into a scan loop), the RNN as
+`sg.while_loop(..., checkpoints=8)` (a run-time trip count; bench/w7_while.py
+compares it with the checkpointed scan's memory), a
 hand-written NumPy reference (backpropagation through time; forward-mode
 tangents for RK4), `jax.jit(jax.value_and_grad)` over `jax.lax.scan`, torch
 eager on the plain loop (RNN only; torch.compile of a 100-step loop is the
@@ -77,6 +79,29 @@ def _rnn_symgraph(scan: bool, roll: bool = False):
 
         def build():
             cf = sg.compile(sg.value_and_grad(loss, argnums=(0, 1, 2)), roll=roll)
+            return lambda: cf(Wx, Wh, b, xs)
+        return build
+    return prepare
+
+
+def _rnn_while(snapshots: int):
+    """The RNN as `sg.while_loop(..., checkpoints=snapshots)` reading xs[k] with its own counter (k < T)."""
+    def prepare(Wx, Wh, b, xs):
+        sg, _ = import_symgraph()
+
+        def loss(Wx, Wh, b, xs):
+            T = xs.shape[0]
+
+            def body(c):
+                h, k = c
+                return np.tanh(xs[k] @ Wx + h @ Wh + b), k + 1
+
+            h, _ = sg.while_loop(lambda c: c[1] < T, body, (np.zeros((B, H), np.float32), np.int64(0)),
+                                 checkpoints=snapshots)
+            return np.float32(0.5) * np.sum(h * h)
+
+        def build():
+            cf = sg.compile(sg.value_and_grad(loss, argnums=(0, 1, 2)))
             return lambda: cf(Wx, Wh, b, xs)
         return build
     return prepare
@@ -210,6 +235,9 @@ def run(settings: Settings) -> WorkloadResult:
         systems.append(System("symgraph-roll", _rnn_symgraph(False, roll=True), peer=False,
                               note="the plain Python loop with sg.compile(roll=True): rolled into a scan loop "
                                    "before differentiation"))
+        systems.append(System("symgraph-while", _rnn_while(8), peer=False,
+                              note="sg.while_loop(..., checkpoints=8) reading xs[k] (a run-time trip count; "
+                                   "8 carry snapshots placed online, Revolve between them)"))
         systems += [System("numpy", rnn_numpy_system, note="hand-written forward + backpropagation through time"),
                     System("jax", rnn_jax, note="jax.jit(jax.value_and_grad) over jax.lax.scan"),
                     System("torch", rnn_torch, note="eager, plain loop, torch.autograd.grad")]
