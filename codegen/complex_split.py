@@ -87,6 +87,7 @@ def split_complex(graph: Any, order: Sequence[Any]) -> tuple[Any, list, list]:
     from symgraph.ir import Builder, Graph, meta, source_location
     from symgraph.ops import OPS
     from symgraph.ops.core import real_dtype
+    from symgraph.tree import tree_flatten
 
     val: dict[Any, Any] = {}  # node -> real node, or (re, im) for a complex node
     new_inputs: list = []
@@ -122,7 +123,9 @@ def split_complex(graph: Any, order: Sequence[Any]) -> tuple[Any, list, list]:
             else:
                 out_plan.append(("real", len(outs)))
                 outs.append(v)
-    return Graph(new_inputs, outs, None, None, name=graph.name), in_plan, out_plan
+    # flat tuples of leaves in and out, so the real program gets the generated fast call path (`fast`)
+    flat_in, flat_out = tree_flatten(tuple(range(len(new_inputs))))[1], tree_flatten(tuple(range(len(outs))))[1]
+    return Graph(new_inputs, outs, flat_in, flat_out, name=graph.name), in_plan, out_plan
 
 
 def _rule(n: Any, val: dict, b: Any, L: Any) -> Any:
@@ -417,19 +420,62 @@ def _smith_div(ar: Any, ai: Any, br: Any, bi: Any, L: Any) -> tuple:
 class ComplexExecutable:
     """The compiled real graph of a complex one: complex arguments in as two real arrays, results assembled.
 
-    Implements `symgraph.backend.Executable` (run, fast = None, stats, release, inspect, profile).
+    Implements `symgraph.backend.Executable` (run, fast, stats, release, inspect, profile). `fast(args)` is
+    generated per signature when the real program has one (`_make_fast`): the argument checks of
+    `symgraph.signature.fast_match_source`, each complex argument copied into its two parts, the real
+    program's own fast call, the complex results assembled; anything it does not accept returns MISS and the
+    caller takes the checked path (`run`).
     """
 
     backend = "llvm"
-    fast = None
 
-    def __init__(self, inner: Any, in_plan: list, out_plan: list, in_specs: list):
+    def __init__(self, inner: Any, in_plan: list, out_plan: list, in_specs: list, in_tree: Any = None,
+                 out_tree: Any = None):
         self.inner = inner
         self.in_plan = in_plan
         self.out_plan = out_plan
         self.in_specs = in_specs
         self.stats = dict(inner.stats)
         self.stats["complex_split"] = True
+        self.fast = self._make_fast(in_tree, out_tree)
+
+    def _make_fast(self, in_tree: Any, out_tree: Any) -> Any:
+        """The generated fast call (see the class docstring), or None (no fast path for this signature)."""
+        from symgraph.signature import MISS, fast_match_source, fast_pack_source
+
+        inner = getattr(self.inner, "fast", None)
+        if inner is None or in_tree is None:
+            return None
+        ns: dict[str, Any] = {"_inner": inner, "_copy": np.array, "_empty": np.empty, "_MISS": MISS}
+        match = fast_match_source(in_tree, self.in_specs, frozenset(), ns)
+        if match is None:
+            return None
+        lines, names = match
+        lines.insert(0, "def fast(args):")
+        flat = []
+        for plan, a in zip(self.in_plan, names):
+            if plan[0] == "complex":  # C-order copies of the parts (a 0-d argument stays 0-d)
+                lines += [f"    {a}r = _copy({a}.real, order='C')", f"    {a}i = _copy({a}.imag, order='C')"]
+                flat += [f"{a}r", f"{a}i"]
+            else:
+                flat.append(a)
+        lines += [f"    o = _inner(({', '.join(flat)}{',' if len(flat) == 1 else ''}))", "    if o is _MISS:",
+                  "        return _MISS"]
+        res = []
+        for k, plan in enumerate(self.out_plan):
+            if plan[0] == "complex":
+                ns[f"CD{k}"] = plan[3]
+                lines += [f"    z{k} = _empty(o[{plan[1]}].shape, CD{k})", f"    z{k}.real = o[{plan[1]}]",
+                          f"    z{k}.imag = o[{plan[2]}]"]
+                res.append(f"z{k}")
+            else:
+                res.append(f"o[{plan[1]}]")
+        lines.append(f"    return {fast_pack_source(out_tree, res, ns)}")
+        src = "\n".join(lines)
+        exec(compile(src, "<symgraph complex fast call>", "exec"), ns)  # noqa: S102
+        fast = ns["fast"]
+        fast.__source__ = src
+        return fast
 
     def run(self, leaves: list[Any]) -> list[Any]:
         """Split the complex leaves, run the real program, assemble the complex results."""
@@ -444,7 +490,8 @@ class ComplexExecutable:
                 if a.dtype.kind not in "biufc" or not np.can_cast(a.dtype, dtype, "same_kind"):
                     raise DTypeError(f"argument has dtype {a.dtype}, the compiled signature has {dtype}")
                 a = a.astype(dtype, copy=False)
-                flat.extend((np.ascontiguousarray(a.real), np.ascontiguousarray(a.imag)))
+                # (np.array: np.ascontiguousarray makes a 0-d argument's parts 1-d)
+                flat.extend((np.array(a.real, order="C"), np.array(a.imag, order="C")))
             else:
                 flat.append(x)
         outs = self.inner.run(flat)

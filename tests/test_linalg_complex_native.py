@@ -299,3 +299,15 @@ def test_scipy_linalg_complex_functions_compile_natively():
     g = sg.grad(quad, argnums=(0, 1))
     for got, want in zip(sg.compile(g)(h, b), g(h, b)):
         _close(got, want, 1e-10, "cho_solve grad")
+
+
+def test_lapack_errors_raise_through_the_fast_path():
+    """After a first call (the checked path, which compiles), calls take the generated fast path: a singular
+    matrix raises the same LinAlgError there, and the next good matrix gives NumPy's values."""
+    f = sg.compile(np.linalg.inv)
+    a = _well(3, 3)
+    _close(f(a), np.linalg.inv(a), 1e-12, "first")
+    assert f._last.fast is not None
+    with pytest.raises(sg.LinAlgError, match=r"triangular_solve: singular matrix: a zero on the diagonal \(position 1\)"):
+        f(np.array([[1.0, 2j, 0.0], [1.0, 2j, 0.0], [0.0, 0.0, 1.0]]))
+    _close(f(2 * a), np.linalg.inv(2 * a), 1e-12, "after the error")

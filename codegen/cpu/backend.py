@@ -37,5 +37,6 @@ class LLVMBackend:
 
             real, in_plan, out_plan = split_complex(graph, order)
             inner = compile_graph(real, schedule(real), name=name)
-            return ComplexExecutable(inner, in_plan, out_plan, [(n.shape, n.dtype) for n in graph.inputs])
+            return ComplexExecutable(inner, in_plan, out_plan, [(n.shape, n.dtype) for n in graph.inputs],
+                                     graph.in_tree, graph.out_tree)
         return compile_graph(graph, order, donate=frozenset(donate), name=name)
