@@ -92,7 +92,16 @@ class _Lower:
         self.region = kernel_region(k)
         self.rb: RegionBody = entry.regions[self.region]
         self.ins = list(self.node0.inputs)
-        self.outs = {t.node.attr("index"): entry.ptr_of(t.node) for t in k.tasks}
+        self.outs: dict = {}
+        #: outputs asked for twice (a loop's leaf and its saver's, e.g. a hoisted guard flag of both):
+        #: (index, pointer, bytes) copied from the first one's buffer after the loop
+        self.dups: list = []
+        for t in k.tasks:
+            i, p = t.node.attr("index"), entry.ptr_of(t.node)
+            if i not in self.outs:
+                self.outs[i] = p
+            elif p is not self.outs[i]:
+                self.dups.append((i, p, t.node.nbytes))
         self.memcpy = self.cx.function("memcpy", PTR, [PTR, PTR, I64])
         self.offs: dict = {}
         self.size = 0
@@ -272,3 +281,5 @@ def region_call(entry: Any, ki: int, k: Any) -> None:
     lw = _Lower(entry, ki, k)
     entry.info["kernels"].append("region")
     _LOWER[lw.node0.op.extra["region"]](lw)
+    for i, p, nbytes in lw.dups:
+        lw.copy(p, lw.outs[i], nbytes)
