@@ -182,7 +182,19 @@ def square(x: Any) -> Any:
 
 
 def reciprocal(x: Any) -> Any:
-    """1 / x."""
+    """1 / x. Complex x: NumPy's own reciprocal loop (Smith's division of 1 by x + iy, by the larger
+    part), bit for bit: |x| >= |y|: r = y/x, d = x + y r, (1/d, -r/d); else r = x/y, d = x r + y, (r/d, -1/d)."""
+    if _is_complex(x):
+        z = x if isinstance(x, Node) else _np.asarray(x)
+        re, im = L.bind("real", z), L.bind("imag", z)
+        big = L.binary("ge", abs(re), abs(im))
+        r1 = divide(im, re)
+        d1 = add(re, multiply(im, r1))
+        r2 = divide(re, im)
+        d2 = add(multiply(re, r2), im)
+        one = _np.asarray(1, re.dtype)
+        return L.bind("complex", L.where(big, divide(one, d1), divide(r2, d2)),
+                      L.where(big, negative(divide(r1, d1)), negative(divide(one, d2))))
     return divide(_np.asarray(1, dtype=L.result_dtype(x, 1.0)) if isinstance(x, Node) else 1.0, x)
 
 

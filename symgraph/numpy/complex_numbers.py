@@ -115,7 +115,8 @@ def isreal(x: Any) -> Any:
 COMPLEX_UFUNCS = frozenset({
     "add", "subtract", "multiply", "divide", "true_divide", "negative", "positive", "power", "square", "conjugate",
     "absolute", "exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "equal", "not_equal", "isnan", "matmul",
-    "vecdot", "matvec", "vecmat",
+    "vecdot", "matvec", "vecmat", "log10", "log2", "exp2", "expm1", "log1p", "sinh", "cosh", "reciprocal",
+    "isfinite", "isinf",
 })
 
 COMPLEX_FUNCTIONS = frozenset({

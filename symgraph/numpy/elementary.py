@@ -281,6 +281,90 @@ def sinc(x: Any) -> Any:
     return _sinc_rule(x) if isinstance(x, Node) else _np.sinc(x)
 
 
+# ----- complex arguments: NumPy's formulas on the real and imaginary parts -----
+# Each is composed of real operations on z = x + iy and `complex(re, im)`, so it differentiates under JAX's
+# convention, to any order, and compiles natively through the complex split like any real composite.
+# log10, log2, exp2: NumPy's own formulas (bit for bit, given the complex log / exp); expm1, log1p, sinh, cosh:
+# NumPy's formulas on this package's real functions (within 2 eps normwise of NumPy's, tests/test_complex_ufuncs.py).
+
+
+def _is_c(x: Any) -> bool:
+    return isinstance(x, (Node, _np.ndarray, _np.generic)) and x.dtype.kind == "c" or isinstance(x, complex)
+
+
+def _parts(z: Any) -> tuple[Any, Any]:
+    z = z if isinstance(z, Node) else _np.asarray(z)
+    return L.bind("real", z), L.bind("imag", z)
+
+
+def _cplx(re: Any, im: Any) -> Any:
+    return L.bind("complex", re, im)
+
+
+def _scaled_log(z: Any, c: float) -> Any:
+    lz = L.unary("log", z if isinstance(z, Node) else _np.asarray(z))
+    re, im = _parts(lz)
+    return _cplx(multiply(re, c), multiply(im, c))
+
+
+def _times_sin(f: Any, fx: Any, y: Any) -> Any:
+    """f(x) sin(y) with f(x) * y at y == 0 (a signed zero even where f(x) overflows, and the derivative
+    f(x) in y there), f(x) replaced by its sign where it is infinite in that branch only."""
+    finite = where(L.binary("lt", abs(fx), _np.inf), fx, _np.asarray(f, fx.dtype) if not isinstance(f, Node) else f)
+    return where(L.binary("eq", y, 0.0), multiply(finite, y), multiply(fx, sin(y)))
+
+
+def _complex_expm1(z: Any) -> Any:
+    x, y = _parts(z)
+    a = sin(multiply(y, 0.5))
+    re = subtract(multiply(expm1(x), cos(y)), multiply(2.0, multiply(a, a)))
+    return _cplx(re, multiply(exp(x), sin(y)))  # NumPy's formula: inf * 0 = NaN on the real axis past overflow
+
+
+def _complex_log1p(z: Any) -> Any:
+    x, y = _parts(z)
+    x1 = add(x, 1.0)
+    return _cplx(log(hypot(x1, y)), arctan2(y, x1))
+
+
+def _complex_sinh(z: Any) -> Any:
+    x, y = _parts(z)
+    return _cplx(multiply(sinh(x), cos(y)), _times_sin(1.0, cosh(x), y))
+
+
+def _complex_cosh(z: Any) -> Any:
+    x, y = _parts(z)
+    sx = sinh(x)
+    sign = where(L.binary("lt", x, 0.0), _np.asarray(-1.0, x.dtype), _np.asarray(1.0, x.dtype))
+    return _cplx(multiply(cosh(x), cos(y)), _times_sin(sign, sx, y))
+
+
+def _complex_exp2(z: Any) -> Any:
+    x, y = _parts(z)
+    ln2 = math.log(2.0)
+    return L.unary("exp", _cplx(multiply(x, ln2), multiply(y, ln2)))
+
+
+def _with_complex(real_fn: Any, complex_fn: Any) -> Any:
+    def fn(x: Any) -> Any:
+        return complex_fn(x) if _is_c(x) else real_fn(x)
+
+    fn.__name__, fn.__qualname__ = real_fn.__name__, real_fn.__qualname__
+    fn.__doc__ = (real_fn.__doc__ or "") + "\n\nComplex x: NumPy's formula on the real and imaginary parts (see the module)."
+    return fn
+
+
+_LOG10E, _LOG2E = math.log10(math.e), math.log2(math.e)  # NumPy's NPY_LOG10E, NPY_LOG2E
+log10 = _with_complex(log10, lambda z: _scaled_log(z, _LOG10E))
+log2 = _with_complex(log2, lambda z: _scaled_log(z, _LOG2E))
+exp2 = _with_complex(exp2, _complex_exp2)
+expm1 = _with_complex(expm1, _complex_expm1)
+log1p = _with_complex(log1p, _complex_log1p)
+_real_sinh, _real_cosh = sinh, cosh
+sinh = _with_complex(_real_sinh, _complex_sinh)
+cosh = _with_complex(_real_cosh, _complex_cosh)
+
+
 # ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
 
 UFUNCS = {

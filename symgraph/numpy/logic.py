@@ -29,15 +29,28 @@ def _all_true_like(x: Any) -> Any:
     return _np.ones(_np.shape(x), dtype=bool)
 
 
+def _complex_parts(x: Any) -> Any:
+    if L.result_dtype(x).kind == "c":
+        z = x if isinstance(x, Node) else _np.asarray(x)
+        return L.bind("real", z), L.bind("imag", z)
+    return None
+
+
 def isinf(x: Any) -> Any:
-    """+-inf test (bool): |x| == inf, False for NaN and for integers."""
+    """+-inf test (bool): |x| == inf, False for NaN and for integers; complex: either part infinite."""
+    parts = _complex_parts(x)
+    if parts is not None:
+        return L.binary("logical_or", isinf(parts[0]), isinf(parts[1]))
     if L.result_dtype(x).kind != "f":
         return L.binary("ne", _all_true_like(x), True)
     return L.binary("eq", L.unary("abs", x, float_op=False), _np.inf)
 
 
 def isfinite(x: Any) -> Any:
-    """Finiteness test (bool): |x| < inf, False for NaN and +-inf, True for integers."""
+    """Finiteness test (bool): |x| < inf, False for NaN and +-inf, True for integers; complex: both parts."""
+    parts = _complex_parts(x)
+    if parts is not None:
+        return L.binary("logical_and", isfinite(parts[0]), isfinite(parts[1]))
     if L.result_dtype(x).kind != "f":
         return _all_true_like(x)
     return L.binary("lt", L.unary("abs", x, float_op=False), _np.inf)
