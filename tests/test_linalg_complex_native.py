@@ -311,3 +311,16 @@ def test_lapack_errors_raise_through_the_fast_path():
     with pytest.raises(sg.LinAlgError, match=r"triangular_solve: singular matrix: a zero on the diagonal \(position 1\)"):
         f(np.array([[1.0, 2j, 0.0], [1.0, 2j, 0.0], [0.0, 0.0, 1.0]]))
     _close(f(2 * a), np.linalg.inv(2 * a), 1e-12, "after the error")
+
+
+def test_compiled_jacobian_hvp_and_vmap_of_complex_linalg():
+    """The other transformations compile natively too: a holomorphic Jacobian of solve, an hvp of log|det|
+    (second derivatives of lu and triangular_solve), vmap of inv; against the evaluator / NumPy."""
+    a, b = _well(3, 3), _c(3)
+    jac = sg.jacobian(lambda a: np.linalg.solve(a, b), holomorphic=True)
+    _close(sg.compile(jac)(a), jac(a), 1e-12, "jacobian")
+    t = _c(3, 3)
+    hvp = lambda a: sg.hvp(lambda a: np.linalg.slogdet(a)[1], (a,), (t,))  # noqa: E731
+    _close(sg.compile(hvp)(a), hvp(a), 1e-12, "hvp")
+    stack = np.stack([a, 2 * a, a + 1j])
+    _close(sg.compile(sg.vmap(np.linalg.inv))(stack), np.linalg.inv(stack), 1e-12, "vmap inv")
