@@ -11,6 +11,7 @@ input-derived value placed right before its first reader.
 
 from __future__ import annotations
 
+import operator
 import weakref
 from collections.abc import Callable, Sequence
 
@@ -32,6 +33,7 @@ __all__ = [
 # by them from graph inputs and constants alone are regenerated where needed, never kept.
 
 _CACHE: weakref.WeakKeyDictionary[Graph, list[Node]] = weakref.WeakKeyDictionary()
+_op_of = operator.attrgetter("op")
 
 
 def regions(order: Sequence[Node]) -> dict[Node, str]:
@@ -130,11 +132,14 @@ def static_values(order: Sequence[Node], cls: dict[Node, str] | None = None) -> 
     if cls is None:
         cls = regions(order)
     static: set[Node] = set()
+    get = cls.get
     for n in order:
-        if cls.get(n) != "F" or not n.inputs:
+        if get(n) != "F" or not n.inputs:
             continue
-        if all(x in static or (cls.get(x) == "S" and (x.op.name != "input" or x.dtype.kind not in "fc"))
-               for x in n.inputs):
+        for x in n.inputs:
+            if not (x in static or (get(x) == "S" and (x.op.name != "input" or x.dtype.kind not in "fc"))):
+                break
+        else:
             static.add(n)
     return static
 
@@ -158,12 +163,20 @@ def _backward_only(order: Sequence[Node], cls: dict[Node, str], pulled: set[Node
         The set of such forward values.
     """
     has_f_reader: set[Node] = set()
-    for n in order:
-        if cls.get(n) == "F":
-            has_f_reader.update(n.inputs)
-    return {n for n in order
-            if cls.get(n) == "F" and n not in pulled and n not in has_f_reader
-            and all(cls.get(x) == "S" or x in pulled for x in n.inputs)}
+    get = cls.get
+    fwd = [n for n in order if get(n) == "F"]
+    for n in fwd:
+        has_f_reader.update(n.inputs)
+    out: set[Node] = set()
+    for n in fwd:
+        if n in pulled or n in has_f_reader:
+            continue
+        for x in n.inputs:
+            if get(x) != "S" and x not in pulled:
+                break
+        else:
+            out.add(n)
+    return out
 
 
 def forward_order(order0: Sequence[Node], cls: dict[Node, str], outputs: Sequence[Node] = (),
@@ -186,9 +199,13 @@ def forward_order(order0: Sequence[Node], cls: dict[Node, str], outputs: Sequenc
     """
     outs = set(outputs)
     has_f_reader: set[Node] = set()
+    mark = has_f_reader.add
+    get = cls.get
     for n in order0:
         if cls[n] == "F":
-            has_f_reader.update(x for x in n.inputs if cls.get(x) == "F")
+            for x in n.inputs:
+                if get(x) == "F":
+                    mark(x)
     early = {n for n in order0 if cls[n] == "F" and n not in skip and n not in has_f_reader and n not in outs}
     waiting: dict[Node, list[Node]] = {}
     pending: dict[Node, int] = {}
@@ -231,7 +248,6 @@ def _memory_aware(order0: list[Node], outputs: Sequence[Node], cls: dict[Node, s
     their first reader, so a recomputed segment lives only while its
     backward step runs.
     """
-    idx = {n: i for i, n in enumerate(order0)}
     free = free_values(order0, cls)
     # Free and static values (label indices, masks from integer inputs) are
     # not anchored: they are pulled by their first reader, and their forward
@@ -290,7 +306,9 @@ def _memory_aware(order0: list[Node], outputs: Sequence[Node], cls: dict[Node, s
                 anchored.append(n)
                 break
     anchors = list(fwd)
-    anchors += sorted(anchored, key=lambda n: (-key[n], idx[n]))
+    # by decreasing key, ties in topological order: `anchored` is in that order, and a reversed
+    # sort is stable too
+    anchors += sorted(anchored, key=key.__getitem__, reverse=True)
     anchors += list(outputs)
     anchors += order0  # anything left (unused inputs, dead values of a malformed graph)
 
@@ -301,33 +319,41 @@ def _memory_aware(order0: list[Node], outputs: Sequence[Node], cls: dict[Node, s
     for n in order0:
         h = 0
         for x in n.inputs:
-            h = max(h, height[x] + 1)
+            hx = height[x]
+            if hx >= h:
+                h = hx + 1
         height[n] = h
-    neg_height = {n: -h for n, h in height.items()}.__getitem__
+    by_height = height.__getitem__
 
     def deepest_first(ins: tuple) -> Sequence[Node]:
-        return ins if len(ins) < 2 else sorted(ins, key=neg_height)  # stable: ties keep input order
+        if len(ins) == 2:
+            a, b = ins
+            return ins if by_height(a) >= by_height(b) else (b, a)
+        # decreasing height; a reversed sort is stable too: ties keep input order
+        return ins if len(ins) < 2 else sorted(ins, key=by_height, reverse=True)
 
     done: set[Node] = set()
+    add = done.add
     out: list[Node] = []
+    emit = out.append
     for a in anchors:
         if a in done:
             continue
-        done.add(a)
-        stack = [(a, deepest_first(a.inputs), 0)]
+        add(a)
+        stack = [(a, iter(deepest_first(a.inputs)))]
+        push = stack.append
         while stack:
-            n, ins, i = stack[-1]
-            k = len(ins)
-            while i < k and ins[i] in done:
-                i += 1
-            if i < k:
-                stack[-1] = (n, ins, i + 1)
-                x = ins[i]
-                done.add(x)
-                stack.append((x, deepest_first(x.inputs), 0))
+            n, ins = stack[-1]
+            for x in ins:  # resumes after the last input visited
+                if x not in done:
+                    add(x)
+                    if x.inputs:
+                        push((x, iter(deepest_first(x.inputs))))
+                        break
+                    emit(x)  # a leaf is done at once: what its push and pop would do
             else:
                 stack.pop()
-                out.append(n)
+                emit(n)
     return out
 
 
@@ -352,11 +378,12 @@ def schedule(graph: Graph) -> list[Node]:
         pass
     order0 = graph.toposort()
     cls = regions(order0)
-    if any(c in ("B", "R") for c in cls.values()):
+    kinds = set(cls.values())
+    if "B" in kinds or "R" in kinds:
         order = _memory_aware(order0, graph.outputs, cls)
     else:
         order = order0
-    if any(n.op.extra.get("schedule") for n in order):
+    if any(op.extra.get("schedule") for op in set(map(_op_of, order))):
         order = _early_late(order)
     try:
         _CACHE[graph] = order
