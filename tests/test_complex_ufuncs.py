@@ -1,6 +1,7 @@
-"""log10, log2, exp2, expm1, log1p, sinh, cosh, reciprocal, isfinite and isinf on complex values: NumPy's
-formulas on the parts (bit for bit where NumPy's formula uses only log / exp / division; within 8 eps per
-element otherwise), signed zeros and overflow on the real axis, holomorphic derivatives against the analytic
+"""log10, log2, exp2, expm1, log1p, sinh, cosh, reciprocal, the six inverse functions, isfinite and isinf on
+complex values: NumPy's formulas on the parts (bit for bit where NumPy's formula uses only log / exp /
+division; within 8 eps per element otherwise; the inverse functions by Kahan's formulas, within 8 eps of
+NumPy's and with its signs on the branch cuts), signed zeros and overflow on the real axis, holomorphic derivatives against the analytic
 ones and central differences (both modes, order 2), compiled natively (the complex split) and compiled
 gradients against the evaluator's."""
 
@@ -13,7 +14,9 @@ import symgraph as sg
 from symgraph.testing import check_grads
 
 RNG = np.random.default_rng(21)
-NAMES = ["log10", "log2", "exp2", "expm1", "log1p", "sinh", "cosh", "reciprocal"]
+NAMES = ["log10", "log2", "exp2", "expm1", "log1p", "sinh", "cosh", "reciprocal",
+         "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh"]
+INVERSE = ["arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh"]
 BITWISE = {"log10", "log2", "exp2", "reciprocal"}  # NumPy's formula is log / exp / Smith's division of 1
 
 
@@ -51,13 +54,18 @@ def test_values_against_numpy(name, dtype):
 
 DERIVATIVE = {"log10": lambda z: 1 / (z * np.log(10)), "log2": lambda z: 1 / (z * np.log(2)),
               "exp2": lambda z: np.log(2) * np.exp2(z), "expm1": np.exp, "log1p": lambda z: 1 / (1 + z),
-              "sinh": np.cosh, "cosh": np.sinh, "reciprocal": lambda z: -1 / z ** 2}
+              "sinh": np.cosh, "cosh": np.sinh, "reciprocal": lambda z: -1 / z ** 2,
+              "arcsin": lambda z: 1 / np.sqrt(1 - z * z), "arccos": lambda z: -1 / np.sqrt(1 - z * z),
+              "arctan": lambda z: 1 / (1 + z * z), "arcsinh": lambda z: 1 / np.sqrt(z * z + 1),
+              "arccosh": lambda z: 1 / (np.sqrt(z - 1) * np.sqrt(z + 1)), "arctanh": lambda z: 1 / (1 - z * z)}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_holomorphic_derivatives(name):
     f = getattr(np, name)
     w = np.array([0.3 + 0.7j, -1.2 + 0.4j, 2.0 + 0.0j, 0.5 - 0.2j])  # off the logarithms' branch cuts
+    if name in INVERSE:
+        w[2] = 2.0 + 0.3j  # 2 + 0j lies on the cuts of arcsin, arccos, arccosh and arctanh
     d = sg.vmap(sg.grad(f, holomorphic=True))(w)
     np.testing.assert_allclose(d, DERIVATIVE[name](w), rtol=1e-14)
     check_grads(f, (w,), order=2, modes=("fwd", "rev"))
@@ -83,3 +91,24 @@ def test_isfinite_isinf(dtype):
     for f in (np.isfinite, np.isinf):
         for backend in ("numpy", "llvm"):
             np.testing.assert_array_equal(sg.compile(f, backend=backend)(z), f(z))
+
+
+# on and around the branch cuts: the sign of a zero part picks the side, as in NumPy (C99 Annex G)
+CUT_POINTS = [0, complex(0, -0.0), complex(-0.0, 0), complex(-0.0, -0.0), 2 + 0j, complex(2, -0.0), -2 + 0j,
+              complex(-2, -0.0), 0.5 + 0j, complex(-0.5, -0.0), 1j, -1j, complex(0, 2), complex(-0.0, -2),
+              complex(0, -3), 1e-20 + 1e-20j, complex(1e-300, 5)]
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("name", INVERSE)
+def test_inverse_functions_on_branch_cuts(name, dtype):
+    f = getattr(np, name)
+    z = np.array(CUT_POINTS, dtype)
+    with np.errstate(all="ignore"):
+        want = f(z)
+    eps = np.finfo(want.real.dtype).eps
+    for backend in ("numpy", "llvm"):
+        got = sg.compile(f, backend=backend)(z)
+        np.testing.assert_allclose(got, want, rtol=8 * eps, atol=0)
+        np.testing.assert_array_equal(np.signbit(got.real), np.signbit(want.real))
+        np.testing.assert_array_equal(np.signbit(got.imag), np.signbit(want.imag))

@@ -116,7 +116,7 @@ COMPLEX_UFUNCS = frozenset({
     "add", "subtract", "multiply", "divide", "true_divide", "negative", "positive", "power", "square", "conjugate",
     "absolute", "exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "equal", "not_equal", "isnan", "matmul",
     "vecdot", "matvec", "vecmat", "log10", "log2", "exp2", "expm1", "log1p", "sinh", "cosh", "reciprocal",
-    "isfinite", "isinf",
+    "isfinite", "isinf", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh",
 })
 
 COMPLEX_FUNCTIONS = frozenset({

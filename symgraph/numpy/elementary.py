@@ -345,6 +345,73 @@ def _complex_exp2(z: Any) -> Any:
     return L.unary("exp", _cplx(multiply(x, ln2), multiply(y, ln2)))
 
 
+# The inverse functions: Kahan's formulas ("Branch cuts for complex elementary functions, or much ado
+# about nothing's sign bit", in The State of the Art in Numerical Analysis, 1987, procedures ARCSIN, ARCCOS,
+# ARCCOSH) from the complex square root, with their branch cuts and signed zeros; arctanh from the classic
+# real/imaginary split (Abramowitz & Stegun 4.6.22 rearranged: re = log1p(4x / ((1-x)^2 + y^2)) / 4,
+# im = atan2(2y, (1-x)(1+x) - y^2) / 2); arcsinh(z) = -i arcsin(iz), arctan(z) = -i arctanh(iz).
+
+
+def _csqrt(z: Any) -> Any:
+    return L.unary("sqrt", z)
+
+
+def _add_c(z: Any, c: float, sign: float = 1.0) -> Any:
+    """c + sign * z, on the parts (no rounding of the other part)."""
+    x, y = _parts(z)
+    return _cplx(add(c, multiply(sign, x)), multiply(sign, y))
+
+
+def _complex_arcsin(z: Any) -> Any:
+    x, _ = _parts(z)
+    s1m, s1p = _csqrt(_add_c(z, 1.0, -1.0)), _csqrt(_add_c(z, 1.0))  # sqrt(1 - z), sqrt(1 + z)
+    (a, b), (c, d) = _parts(s1m), _parts(s1p)
+    # Re(s1m s1p) = a c - b d; Im(conj(s1m) s1p) = a d - b c
+    return _cplx(arctan(divide(x, subtract(multiply(a, c), multiply(b, d)))),
+                 arcsinh(subtract(multiply(a, d), multiply(b, c))))
+
+
+def _complex_arccos(z: Any) -> Any:
+    s1m, s1p = _csqrt(_add_c(z, 1.0, -1.0)), _csqrt(_add_c(z, 1.0))
+    (a, b), (c, d) = _parts(s1m), _parts(s1p)
+    # 2 atan(Re s1m / Re s1p) + i asinh(Im(conj(s1p) s1m)), Im(conj(s1p) s1m) = c b - d a
+    return _cplx(multiply(2.0, arctan(divide(a, c))), arcsinh(subtract(multiply(c, b), multiply(d, a))))
+
+
+def _complex_arccosh(z: Any) -> Any:
+    sm, sp = _csqrt(_add_c(z, -1.0)), _csqrt(_add_c(z, 1.0))  # sqrt(z - 1), sqrt(z + 1)
+    (a, b), (c, d) = _parts(sm), _parts(sp)
+    # asinh(Re(conj(sm) sp)) + i 2 atan(Im sm / Re sp), Re(conj(sm) sp) = a c + b d
+    return _cplx(arcsinh(add(multiply(a, c), multiply(b, d))), multiply(2.0, arctan(divide(b, c))))
+
+
+def _complex_arctanh(z: Any) -> Any:
+    x, y = _parts(z)
+    y2 = multiply(y, y)
+
+    def half_plane(t: Any) -> Any:  # the real part for t = x >= 0, where log1p's argument is >= 0 (no cancellation)
+        omt = subtract(1.0, t)
+        return multiply(0.25, log1p(divide(multiply(4.0, t), add(multiply(omt, omt), y2))))
+
+    re = where(less(x, 0.0), negative(half_plane(negative(x))), half_plane(x))  # odd in x; -0.0 stays -0.0
+    im = multiply(0.5, arctan2(multiply(2.0, y), subtract(multiply(subtract(1.0, x), add(1.0, x)), y2)))
+    return _cplx(re, im)
+
+
+def _times_i(z: Any, sign: float) -> Any:
+    """sign * i * z on the parts: i (x + iy) = -y + ix."""
+    x, y = _parts(z)
+    return _cplx(multiply(-sign, y), multiply(sign, x))
+
+
+def _complex_arcsinh(z: Any) -> Any:
+    return _times_i(_complex_arcsin(_times_i(z, 1.0)), -1.0)
+
+
+def _complex_arctan(z: Any) -> Any:
+    return _times_i(_complex_arctanh(_times_i(z, 1.0)), -1.0)
+
+
 def _with_complex(real_fn: Any, complex_fn: Any) -> Any:
     def fn(x: Any) -> Any:
         return complex_fn(x) if _is_c(x) else real_fn(x)
@@ -363,6 +430,12 @@ log1p = _with_complex(log1p, _complex_log1p)
 _real_sinh, _real_cosh = sinh, cosh
 sinh = _with_complex(_real_sinh, _complex_sinh)
 cosh = _with_complex(_real_cosh, _complex_cosh)
+arcsin = _with_complex(arcsin, _complex_arcsin)
+arccos = _with_complex(arccos, _complex_arccos)
+arctan = _with_complex(arctan, _complex_arctan)
+arcsinh = _with_complex(arcsinh, _complex_arcsinh)
+arccosh = _with_complex(arccosh, _complex_arccosh)
+arctanh = _with_complex(arctanh, _complex_arctanh)
 
 
 # ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
