@@ -306,7 +306,10 @@ class custom_jvp:  # noqa: N801  (JAX's name)
         """
         def rule(*a: Any) -> Any:
             static, (primals, tangents) = a[:-2], a[-2:]
-            out = self.fun(*_merge(static, primals, self._nondiff_for(len(static) + len(primals))))
+            # primal_out is this custom function's own output (as in JAX's defjvps), not fun's raw graph: a
+            # derivative of the tangent output then goes through this rule again, never through fun's value
+            # graph, which may be non-differentiable where the rule is exact (logaddexp2's x == y branch)
+            out = self(*_merge(static, primals, self._nondiff_for(len(static) + len(primals))))
             tot = None
             for fn, t in zip(per_arg, tangents):
                 if fn is None:

@@ -55,6 +55,8 @@ def getitem(x: Node, idx: Any) -> Any:
     # concrete boolean masks become integer arrays
     expanded: list[Any] = []
     for i in idx:
+        if isinstance(i, tuple):
+            i = list(i)  # inside an index tuple, a tuple is a sequence of indices (an index array), as in NumPy
         if isinstance(i, Node) and i.dtype.kind == "b":
             raise UnsupportedOpError("indexing with a traced boolean mask has a data-dependent shape; "
                                      "use np.where(mask, x, 0) instead")

@@ -60,6 +60,39 @@ def _normalize_argnums(argnums: int | Sequence[int], nargs: int, fname: str) -> 
     return tuple(a % nargs for a in nums), single
 
 
+
+def _close_static(f: Callable, args: tuple, kwargs: dict, nums: tuple[int, ...], fname: str,
+                  positional: bool = True) -> tuple[Callable, tuple, tuple[int, ...], Callable | None]:
+    """Close f over its keyword arguments and its non-differentiated positional arguments.
+
+    As in JAX's and autograd's `grad`, only the differentiated arguments are traced: the keyword arguments
+    and the positional ones outside `argnums` reach f unchanged (a type, a string, a callable, a bool that
+    f branches on), as constants of the trace.
+
+    Inside a trace (`positional=False`) the positional arguments stay as they are (they are traced values
+    already, and gradient names keep their argument numbers); only keyword arguments are closed over.
+
+    Returns:
+        (f taking the remaining positional arguments, those arguments, argnums renumbered for them,
+        the user's function for naming arguments in errors, or None when positions moved).
+    """
+    static = [i for i in range(len(args)) if i not in nums] if positional else []
+    if not static and not kwargs:
+        return f, args, nums, f
+    keep = [i for i in range(len(args)) if i not in static]
+    if static:
+        check_args(tuple(args[i] for i in keep), f, fname, positions=keep)
+
+    @functools.wraps(f)
+    def closed(*a: Any) -> Any:
+        full = list(args)
+        for i, x in zip(keep, a):
+            full[i] = x
+        return f(*full, **kwargs)
+
+    return closed, tuple(args[i] for i in keep), tuple(keep.index(n) for n in nums), (f if not static else None)
+
+
 def _wrt_leaves(args: tuple, nums: tuple[int, ...], fname: str,
                 holomorphic: bool = False) -> tuple[list, list[list[Node]], list[Any]]:
     """Replace the differentiated arguments' leaves by fresh nodes.
@@ -209,12 +242,13 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, 
     fname = f"value_and_grad({getattr(f, '__name__', 'f')})"
 
     @functools.wraps(f)
-    def vg(*args: Any) -> Any:
+    def vg(*args: Any, **kwargs: Any) -> Any:
         nums, single = _normalize_argnums(argnums, len(args), fname)
+        fc, args, nums, user = _close_static(f, args, kwargs, nums, fname, positional=not _build_inline(args))
         if _build_inline(args):
-            return _value_and_grad_inline(f, args, nums, single, has_aux, fname, holomorphic)
-        return _run(lambda *a: _value_and_grad_inline(f, a, nums, single, has_aux, fname, holomorphic), args, fname,
-                    user_fn=f)
+            return _value_and_grad_inline(fc, args, nums, single, has_aux, fname, holomorphic)
+        return _run(lambda *a: _value_and_grad_inline(fc, a, nums, single, has_aux, fname, holomorphic), args, fname,
+                    user_fn=user)
 
     return vg
 
@@ -252,17 +286,18 @@ def _grad(f: Callable, argnums: int | Sequence[int], has_aux: bool, fname: str, 
     """`grad(f)` whose error messages name `fname` (hessian and hvp are built on it)."""
 
     @functools.wraps(f)
-    def g(*args: Any) -> Any:
+    def g(*args: Any, **kwargs: Any) -> Any:
         nums, single = _normalize_argnums(argnums, len(args), fname)
+        fc, args, nums, user = _close_static(f, args, kwargs, nums, fname, positional=not _build_inline(args))
         if _build_inline(args):
-            (v, gr) = _value_and_grad_inline(f, args, nums, single, has_aux, fname, holomorphic)
+            (v, gr) = _value_and_grad_inline(fc, args, nums, single, has_aux, fname, holomorphic)
             return (gr, v[1]) if has_aux else gr
 
         def inner(*a: Any) -> Any:
-            v, gr = _value_and_grad_inline(f, a, nums, single, has_aux, fname, holomorphic)
+            v, gr = _value_and_grad_inline(fc, a, nums, single, has_aux, fname, holomorphic)
             return (gr, v[1]) if has_aux else gr
 
-        return _run(inner, args, fname, user_fn=f)
+        return _run(inner, args, fname, user_fn=user)
 
     return g
 

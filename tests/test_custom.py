@@ -258,3 +258,23 @@ def test_wrappers_are_marked_for_simplify_and_removed_by_it():
     x = np.array([0.1, 0.2, 0.3])
     np.testing.assert_allclose(s.evaluate(x), g.evaluate(x))
     np.testing.assert_allclose(g.evaluate(x), np.sum(np.log1p(np.exp(x)) * np.sin(x)))
+
+
+def test_custom_jvp_defjvps_primal_out_differentiates_through_the_rule():
+    """defjvps hands the rule the custom function's own output (as JAX does), so a derivative of the rule
+    goes through the rule again, never through the primal's value graph (here deliberately wrong: its
+    derivative is 0, the rule's is exp)."""
+    @custom_jvp
+    def e(x):
+        return sg.stop_gradient(np.exp(x))
+
+    e.defjvps(lambda t, out, x: t * out)
+    x = np.array([0.3, -1.2])
+    for k in range(1, 4):  # d^k/dx^k exp = exp, in both modes
+        f = lambda x: np.sum(e(x))
+        for _ in range(k - 1):
+            f = (lambda g: lambda x: np.sum(sg.grad(g)(x)))(f)
+        np.testing.assert_allclose(sg.grad(f)(x), np.exp(x), rtol=1e-14)
+    _, t = sg.jvp(lambda x: sg.jvp(e, (x,), (np.ones(2),))[1], (x,), (np.ones(2),))
+    np.testing.assert_allclose(t, np.exp(x), rtol=1e-14)
+    sg.check_grads(e, (x,), order=2)

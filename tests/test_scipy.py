@@ -645,3 +645,23 @@ def test_scipy_functions_that_convert_first_name_symgraph_scipy_at_the_users_lin
             sg.grad(call)(np.ones(3))
         assert f"symgraph.scipy.{sub}" in str(e.value)
         assert e.value.location is not None and e.value.location.filename == __file__
+
+
+def test_multivariate_normal_allow_singular_as_scipy():
+    a = RNG.standard_normal((4, 2))
+    cov = a @ a.T                                   # rank 2 of 4
+    mu = RNG.standard_normal(4)
+    x = mu + RNG.standard_normal((3, 2)) @ a.T      # points on the support
+    ref = sst.multivariate_normal.logpdf(x, mu, cov, allow_singular=True)
+    np.testing.assert_allclose(sgst.multivariate_normal.logpdf(x, mu, cov, allow_singular=True), ref, rtol=1e-10)
+    np.testing.assert_allclose(sgst.multivariate_normal.pdf(x[0], mu, cov, allow_singular=True),
+                               sst.multivariate_normal.pdf(x[0], mu, cov, allow_singular=True), rtol=1e-10)
+    # the gradient in x along the support: -cov^+ (x - mu)
+    g = sg.grad(lambda x: sgst.multivariate_normal.logpdf(x, mu, cov, allow_singular=True))(x[0])
+    np.testing.assert_allclose(g, -np.linalg.pinv(cov) @ (x[0] - mu), rtol=1e-8, atol=1e-10)
+    sg.check_grads(lambda x, m: sgst.multivariate_normal.logpdf(x, m, cov, allow_singular=True), (x, mu), order=2)
+    full = cov + np.eye(4)                          # a non-singular cov: the same as allow_singular=False
+    np.testing.assert_allclose(sgst.multivariate_normal.logpdf(x, mu, full, allow_singular=True),
+                               sgst.multivariate_normal.logpdf(x, mu, full, allow_singular=False), rtol=1e-12)
+    with pytest.raises(sg.UnsupportedOpError, match="concrete cov"):
+        sg.grad(lambda c: sgst.multivariate_normal.logpdf(x[0], mu, c, allow_singular=True))(cov)

@@ -162,15 +162,19 @@ def stack(arrays: Sequence[Any], axis: int = 0, out: Any = None, *, dtype: Any =
     return concatenate([expand_dims(a, axis) for a in arrays], axis=axis, dtype=dtype)
 
 
-def hstack(arrays: Sequence[Any]) -> Any:
-    """Concatenate along axis 1 (axis 0 for 1-d)."""
+def hstack(arrays: Sequence[Any], *, dtype: Any = None, casting: str = "same_kind") -> Any:
+    """Concatenate along axis 1 (axis 0 for 1-d); `dtype` and `casting` as in np.concatenate."""
     arrays = [reshape(a, (1,)) if _ndim(a) == 0 else a for a in arrays]  # np.atleast_1d
-    return concatenate(arrays, axis=0 if _ndim(arrays[0]) == 1 else 1)
+    return concatenate(arrays, axis=0 if _ndim(arrays[0]) == 1 else 1, dtype=dtype, casting=casting)
 
 
-def vstack(arrays: Sequence[Any]) -> Any:
-    """Concatenate along axis 0 (1-d arrays become rows, 0-d ones 1x1: np.atleast_2d)."""
-    return concatenate([reshape(a, (1, -1)) if _ndim(a) <= 1 else a for a in arrays], axis=0)
+def vstack(arrays: Sequence[Any], *, dtype: Any = None, casting: str = "same_kind") -> Any:
+    """Concatenate along axis 0 (1-d arrays become rows, 0-d ones 1x1: np.atleast_2d).
+
+    `dtype` and `casting` as in np.concatenate (np.row_stack, NumPy's deprecated alias, passes both).
+    """
+    return concatenate([reshape(a, (1, -1)) if _ndim(a) <= 1 else a for a in arrays], axis=0, dtype=dtype,
+                       casting=casting)
 
 
 def take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> Any:

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import lax as L
 from .. import numpy as snp
-from ..errors import ShapeError
+from ..errors import ShapeError, UnsupportedOpError
 from . import quantiles as Q
 from . import special as sp
 
@@ -564,9 +564,17 @@ def _cholesky_rows(cov, d: int):
     return lo
 
 
-def _mvn_logpdf(x, mean=None, cov=1.0):
+def _mvn_logpdf(x, mean=None, cov=1.0, allow_singular=False):
     """log N(x; mean, cov) with x of shape (..., d); cov a scalar, a length-d diagonal or d x d (traced: an
-    unrolled Cholesky factorization, O(d**3) graph nodes, for small d)."""
+    unrolled Cholesky factorization, O(d**3) graph nodes, for small d).
+
+    allow_singular=True (SciPy's keyword) takes a singular concrete d x d cov as SciPy does: the density on
+    the support, with the pseudo-determinant and pseudo-inverse from the eigenvalues above SciPy's cutoff
+    (1e6 eps max|eigenvalue| in float64, 1e3 eps in float32) and rank r in place of d. A traced cov with
+    allow_singular=True raises UnsupportedOpError (the rank would depend on the traced values).
+    """
+    if allow_singular and _shape(sp._f(cov)) not in ((),) and len(_shape(sp._f(cov))) == 2:
+        return _mvn_logpdf_singular(x, mean, cov)
     x = sp._f(x)
     xs = _shape(x)
     d = xs[-1] if xs else 1
@@ -607,6 +615,24 @@ def _mvn_logpdf(x, mean=None, cov=1.0):
     return -0.5 * quad - logdet - d * _HALF_LOG_2PI
 
 
+def _mvn_logpdf_singular(x, mean, cov):
+    if L.is_node(cov):
+        raise UnsupportedOpError("multivariate_normal.logpdf(allow_singular=True) needs a concrete cov (its rank "
+                                 "would depend on traced values); pass cov as a NumPy array or use "
+                                 "allow_singular=False")
+    c = np.asarray(cov)
+    w, u = np.linalg.eigh(c)
+    eps = (1e3 if c.dtype == np.float32 else 1e6) * np.finfo(c.dtype).eps * np.max(np.abs(w))
+    keep = w > eps
+    factor = u[:, keep] / np.sqrt(w[keep])  # cov^+ = factor factor^T on the support
+    x = sp._f(x)
+    diff = x - (0.0 if mean is None else sp._f(mean))
+    z = snp.matmul(diff, factor.astype(c.dtype))
+    quad = snp.sum(z * z, axis=-1)
+    rank = int(keep.sum())
+    return -0.5 * quad - 0.5 * float(np.sum(np.log(w[keep]))) - rank * _HALF_LOG_2PI
+
+
 def _mvn_entropy(mean=None, cov=1.0):
     """Differential entropy (d log(2 pi e) + log det cov) / 2; d from mean (or cov)."""
     cov = sp._f(cov)
@@ -624,7 +650,8 @@ def _mvn_entropy(mean=None, cov=1.0):
 
 
 multivariate_normal = _Namespace("multivariate_normal", logpdf=_mvn_logpdf,
-                                 pdf=lambda x, mean=None, cov=1.0: sp._exp(_mvn_logpdf(x, mean, cov)),
+                                 pdf=lambda x, mean=None, cov=1.0, allow_singular=False: sp._exp(
+                                     _mvn_logpdf(x, mean, cov, allow_singular)),
                                  entropy=_mvn_entropy)
 
 # ----- dirichlet -----
