@@ -371,3 +371,45 @@ def test_compiled_cholesky_vjp_blocked(block, monkeypatch):
         sg.compile(f)(bad, np.ones((4, 4)))
     with pytest.raises(sg.LinAlgError, match=r"cholesky_vjp: singular matrix: a zero on the diagonal \(position 2\)"):
         _ev(f, bad, np.ones((4, 4)))
+
+
+def test_solve_banded_as_scipy_and_its_derivatives():
+    sl = pytest.importorskip("scipy.linalg")
+    rng = np.random.default_rng(5)
+    for (lo, up), k in (((1, 1), None), ((1, 2), 3), ((0, 2), None), ((2, 0), 2)):
+        n = 6
+        ab = rng.standard_normal((lo + up + 1, n))
+        ab[up] += 5.0                                     # a dominant main diagonal
+        b = rng.standard_normal((n,) if k is None else (n, k))
+        want = sl.solve_banded((lo, up), ab, b)
+        np.testing.assert_allclose(gl.solve_banded((lo, up), ab, b), want, rtol=1e-13, atol=1e-15)
+        f = lambda ab, b: gl.solve_banded((lo, up), ab, b)  # noqa: E731
+        np.testing.assert_allclose(sg.trace(f, ab, b).evaluate(ab, b), want, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(sg.compile(f)(ab, b), want, rtol=1e-13, atol=1e-15)
+        sg.check_grads(f, (ab, b), order=2)
+    # entries outside the band are ignored, so they get no derivative
+    ab = rng.standard_normal((3, 4))
+    ab[1] += 4.0
+    g = sg.grad(lambda ab: np.sum(gl.solve_banded((1, 1), ab, np.ones(4))))(ab)
+    assert g[0, 0] == 0.0 and g[2, -1] == 0.0 and np.all(g[1] != 0.0)
+    with pytest.raises(sg.ShapeError, match=r"\(l \+ u \+ 1, n\)"):
+        gl.solve_banded((1, 1), np.ones((2, 4)), np.ones(4))
+
+
+def test_solve_sylvester_as_scipy_and_its_derivatives():
+    sl = pytest.importorskip("scipy.linalg")
+    rng = np.random.default_rng(6)
+    a, b, q = rng.standard_normal((3, 3)), rng.standard_normal((2, 2)), rng.standard_normal((3, 2))
+    x = gl.solve_sylvester(a, b, q)
+    np.testing.assert_allclose(x, sl.solve_sylvester(a, b, q), rtol=1e-12)
+    np.testing.assert_allclose(a @ x + x @ b, q, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(sg.compile(gl.solve_sylvester)(a, b, q), sl.solve_sylvester(a, b, q), rtol=1e-12)
+    sg.check_grads(gl.solve_sylvester, (a, b, q), order=2)
+    # d x / d q in direction dq solves a dx + dx b = dq: the derivative is the solver itself (linear in q)
+    dq = rng.standard_normal((3, 2))
+    _, t = sg.jvp(lambda q: gl.solve_sylvester(a, b, q), (q,), (dq,))
+    np.testing.assert_allclose(t, sl.solve_sylvester(a, b, dq), rtol=1e-12)
+    za, zq = a + 1j * rng.standard_normal((3, 3)), q + 1j * rng.standard_normal((3, 2))
+    np.testing.assert_allclose(gl.solve_sylvester(za, b, zq), sl.solve_sylvester(za, b, zq), rtol=1e-12)
+    with pytest.raises(sg.ShapeError, match="solve_sylvester"):
+        gl.solve_sylvester(a, b, q.T)

@@ -2,7 +2,8 @@
 
 SciPy's functions convert their arguments with `np.asarray` before any protocol sees a
 tracer, so traced code calls these instead (real or complex matrices): `solve_triangular`, `cho_factor`/`cho_solve`,
-`lu_factor`/`lu_solve`, `cholesky(lower=...)`, `det`, `inv`, `solve(assume_a=...)`, and `expm`
+`lu_factor`/`lu_solve`, `cholesky(lower=...)`, `det`, `inv`, `solve(assume_a=...)`, `solve_banded`,
+`solve_sylvester`, and `expm`
 (symgraph/scipy/matfuncs.py). Each is
 composed of the primitives of `symgraph.ops.factor` (differentiable to any order, batched over
 leading dimensions, compiled natively through LAPACK) and follows SciPy's definitions and
@@ -24,7 +25,7 @@ from ..numpy import factorizations as _fz
 from .matfuncs import expm  # noqa: F401  (scipy.linalg.expm: symgraph/scipy/matfuncs.py)
 
 __all__ = ["solve_triangular", "cho_factor", "cho_solve", "lu_factor", "lu_solve", "cholesky", "det", "inv", "solve",
-           "expm", "LinAlgError"]
+           "solve_banded", "solve_sylvester", "expm", "LinAlgError"]
 
 
 def _shape(x: Any) -> tuple:
@@ -239,3 +240,69 @@ def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False, overwr
     if transposed:
         a = L.swap_last(a) if L.is_node(a) else np.swapaxes(a, -1, -2)
     return _fz.solve_general(a, b, "solve")
+
+
+def solve_banded(l_and_u: tuple, ab: Any, b: Any, overwrite_ab: bool = False, overwrite_b: bool = False,
+                 check_finite: bool = True) -> Any:
+    """x with a x = b for a banded a given in SciPy's diagonal-ordered form `ab`.
+
+    Args:
+        l_and_u: (l, u), the numbers of nonzero lower and upper diagonals.
+        ab: shape (l + u + 1, n): a[i, j] = ab[u + i - j, j] (SciPy's layout; entries outside the
+            band are ignored).
+        b: shape (n,) or (n, k).
+
+    Returns:
+        x of b's shape, the promoted float (or complex) dtype.
+
+    Raises:
+        ShapeError: ab is not (l + u + 1, n) or b's first axis is not n.
+        LinAlgError: (when evaluated) a is singular.
+
+    The band is scattered into the dense n x n matrix (a gather of ab with trace-time indices) and solved
+    by LU with partial pivoting (`solve`): O(n**3), not LAPACK's O(n (l + u)**2) gbsv, so for moderate n.
+    Differentiable in ab and b (the derivative reaches only the entries inside the band).
+    """
+    lo, up = (int(v) for v in l_and_u)
+    sa = _shape(ab)
+    if lo < 0 or up < 0 or len(sa) != 2 or sa[0] != lo + up + 1:
+        raise ShapeError(f"solve_banded: ab has shape {sa}; expected (l + u + 1, n) = ({lo + up + 1}, n) for "
+                         f"(l, u) = ({lo}, {up})")
+    n = sa[1]
+    if not _shape(b) or _shape(b)[0] != n:
+        raise ShapeError(f"solve_banded: b has shape {_shape(b)}; its first axis must be n = {n}")
+    from .. import numpy as snp
+
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    row = up + i - j
+    inside = (row >= 0) & (row <= lo + up)
+    flat = np.where(inside, row * n + j, 0)
+    dense = snp.where(inside, snp.ravel(ab)[flat], 0.0)
+    return solve(dense, b)
+
+
+def solve_sylvester(a: Any, b: Any, q: Any) -> Any:
+    """x with a x + x b = q (the Sylvester equation), as SciPy's.
+
+    Args:
+        a: shape (m, m); b: shape (n, n); q: shape (m, n). Real or complex.
+
+    Returns:
+        x, shape (m, n).
+
+    Raises:
+        ShapeError: shapes that do not fit.
+        LinAlgError: (when evaluated) a and -b share an eigenvalue (the Kronecker system is singular).
+
+    Solved in Kronecker form, (a ⊗ I_n + I_m ⊗ bᵀ) vec(x) = vec(q) with row-major vec, by one LU solve
+    of size m n: O((m n)**3), for small matrices (SciPy's Bartels-Stewart algorithm needs a Schur
+    decomposition, which symgraph does not have). Differentiable in a, b and q to any order.
+    """
+    from .. import numpy as snp
+
+    sa, sb, sq = _shape(a), _shape(b), _shape(q)
+    if len(sa) != 2 or sa[0] != sa[1] or len(sb) != 2 or sb[0] != sb[1] or sq != (sa[0], sb[0]):
+        raise ShapeError(f"solve_sylvester: a {sa}, b {sb}, q {sq}; expected (m, m), (n, n) and (m, n)")
+    m, n = sa[0], sb[0]
+    k = snp.kron(a, np.eye(n)) + snp.kron(np.eye(m), snp.transpose(b))
+    return snp.reshape(solve(k, snp.reshape(q, (m * n,))), (m, n))
