@@ -525,10 +525,19 @@ def _jacobian(f: Callable, argnums: int | Sequence[int], mode: str | None, fname
         return tree_unflatten(otree, per_out)
 
     @functools.wraps(f)
-    def jac(*args: Any) -> Any:
+    def jac(*args: Any, **kwargs: Any) -> Any:
+        nums, _ = _normalize_argnums(argnums, len(args), fname)
+        fc, args, nums, user = _close_static(f, args, kwargs, nums, fname, positional=not _build_inline(args))
+        if fc is f:
+            run = inline
+        else:  # f closed over its pass-through arguments: the same Jacobian with renumbered argnums
+            run = _jacobian(fc, nums if not isinstance(argnums, (int, np.integer)) else nums[0], mode, fname,
+                            holomorphic).__wrapped_inline__
         if _build_inline(args):
-            return inline(*args)
-        return _run(inline, args, fname, user_fn=f)
+            return run(*args)
+        return _run(run, args, fname, user_fn=user)
+
+    jac.__wrapped_inline__ = inline
 
     return jac
 

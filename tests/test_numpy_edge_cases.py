@@ -108,5 +108,13 @@ def test_grad_passes_keyword_and_non_differentiated_arguments_unchanged():
     np.testing.assert_array_equal(sg.grad(branchy)(x, "cube", True, {"cube": 3}), 3 * x ** 2)
     np.testing.assert_array_equal(sg.grad(branchy)(x, "cube", False, {"cube": 3}), np.ones(2))
     np.testing.assert_array_equal(sg.grad(lambda ex, t: 1.0 if isinstance(ex, t) else 0.0)([[]], list), [[]])
+    # jacobian and hessian (built on it) too
+    f = lambda x, kind, p=2.0: x ** p if kind == "pow" else x  # noqa: E731
+    np.testing.assert_array_equal(sg.jacobian(f)(x, "pow", p=3.0), np.diag(3 * x ** 2))
+    np.testing.assert_array_equal(sg.hessian(lambda x, kind: np.sum(x ** 3) if kind == "cube" else 0.0)(x, "cube"),
+                                  np.diag(6 * x))
+    ja, jb = sg.jacobian(lambda a, on, b: a * b if on else a, argnums=(0, 2))(x, True, np.array([3.0, 4.0]))
+    np.testing.assert_array_equal(ja, np.diag([3.0, 4.0]))
+    np.testing.assert_array_equal(jb, np.diag(x))
     with pytest.raises(sg.DTypeError, match=r"argument 1 \(kind\) has type str"):
         sg.grad(lambda x, kind: x, argnums=1)(1.0, "cube")  # a differentiated argument must still be an array
