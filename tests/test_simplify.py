@@ -85,6 +85,44 @@ def test_add_zero_respects_negative_zero():
         assert r4 is x
 
 
+def test_fan_out_of_slices_becomes_one_concatenate():
+    # the gradient of a function of x[:, 0:3], x[:, 3:5], x[:, 6:] (a batched parameter vector) sums zero-padded
+    # cotangents; simplified, it is one concatenate (zeros for the unread x[:, 5]) with the same bits
+    def f(x):
+        a, b, c = x[:, 0:3], x[:, 3:5], x[:, 6:]
+        return np.sum(np.sin(a) * 2.0) + np.sum(b * b) + np.sum(np.cos(c))
+
+    x = np.random.default_rng(0).standard_normal((4, 9))
+    x[0, 3] = -0.0  # its cotangent 2 * -0.0 is -0.0; the original adds the padding's +0.0 to it: +0.0 in both
+    g = sg.trace(sg.grad(f), x)
+    s = simplify(g)
+    names = ops_of(s)
+    assert "unslice" not in names and names.count("concatenate") == 1, names
+    want, got = g.evaluate(x), s.evaluate(x)
+    assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+    assert not np.signbit(got[:, 5]).any() and not np.signbit(got[0, 3])
+
+
+def _unslice(x, starts, stops):
+    return L.bind("unslice", x, shape=(2, 5), starts=starts, stops=stops, steps=(1, 1))
+
+
+def test_same_box_unslices_add_inside_the_box():
+    with Builder() as b:
+        x, y = inp((2, 3), name="x"), inp((2, 3), name="y")
+        (r,) = simp(b, [x, y], [_unslice(x, (0, 1), (2, 4)) + _unslice(y, (0, 1), (2, 4))])
+        assert r.op.name == "unslice" and r.inputs[0].op.name == "add"
+    with Builder() as b:
+        x, y = inp((2, 3), name="x"), inp((2, 3), name="y")
+        (r,) = simp(b, [x, y], [_unslice(x, (0, 1), (2, 4)) + _unslice(y, (0, 2), (2, 5))])
+        assert r.op.name == "add"  # overlapping boxes stay as they are
+    with Builder() as b:
+        x, y = inp((2, 3), name="x"), inp((2, 2), name="y")
+        ux = _unslice(x, (0, 0), (2, 3))
+        (r, keep) = simp(b, [x, y], [ux + _unslice(y, (0, 3), (2, 5)), ux * 2.0])
+        assert r.op.name == "add"  # ux is read twice: combining would compute it again
+
+
 def test_add_same_neg_and_sub_neg():
     with Builder() as b:
         x, y = inp(name="x"), inp(name="y")

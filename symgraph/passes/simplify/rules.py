@@ -605,10 +605,75 @@ def slice_rules(node: Node, ins: tuple) -> Node | None:
     return None
 
 
+@rule("add")
+def add_unslices(node: Node, ins: tuple) -> Node | None:
+    """unslice(a, R) + unslice(b, R) -> unslice(a + b, R);  unslice(a, R1) + unslice(b, R2) for boxes R1, R2 that
+    differ along one axis only and do not overlap -> unslice(concatenate([a + 0, zeros(gap), b + 0]), R1 u gap u R2).
+
+    The fan-out sum of the cotangents of slices of one array (x[0:3], x[3:6], ... of a parameter vector, batched
+    or not) then writes each element once instead of adding zero-padded arrays of the full shape. Exact: inside a
+    box the original adds the padding's +0.0 (so a -0.0 there becomes +0.0, as `a + 0` gives), outside it adds
+    +0.0 + +0.0. Only for unit steps, equal shapes and dtypes, and unslices read by this add alone.
+    """
+    a, b = ins
+    if not (_is(a, "unslice") and _is(b, "unslice")) or a is b or a.shape != b.shape or a.dtype != b.dtype:
+        return None
+    if a.dtype.kind not in "fc" or not (_single(a) and _single(b)):
+        return None
+    ra = (a.attr("starts"), a.attr("stops"), a.attr("steps"))
+    rb = (b.attr("starts"), b.attr("stops"), b.attr("steps"))
+    if any(st != 1 for st in ra[2] + rb[2]):
+        return None
+    if ra == rb:
+        return _mk("unslice", _mk("add", a.inputs[0], b.inputs[0]), shape=a.shape, starts=ra[0], stops=ra[1],
+                   steps=ra[2])
+    diff = [i for i in range(len(a.shape)) if (ra[0][i], ra[1][i]) != (rb[0][i], rb[1][i])]
+    if len(diff) != 1:
+        return None
+    ax = diff[0]
+    (lo, rlo), (hi, rhi) = sorted(((a, ra), (b, rb)), key=lambda t: t[1][0][ax])
+    if rlo[1][ax] > rhi[0][ax]:
+        return None  # overlapping boxes
+    pos_zero = _constant(0.0, a.dtype)
+    pieces = [_mk("add", lo.inputs[0], _broadcast(pos_zero, lo.inputs[0].shape))]
+    gap = rhi[0][ax] - rlo[1][ax]
+    if gap:
+        shape = list(lo.inputs[0].shape)
+        shape[ax] = gap
+        pieces.append(_constant(0.0, a.dtype, tuple(shape)))
+    pieces.append(_mk("add", hi.inputs[0], _broadcast(pos_zero, hi.inputs[0].shape)))
+    cat = _mk("concatenate", *pieces, axis=ax)
+    starts = tuple(rlo[0][i] if i != ax else rlo[0][ax] for i in range(len(a.shape)))
+    stops = tuple(rlo[1][i] if i != ax else rhi[1][ax] for i in range(len(a.shape)))
+    if cat.shape == tuple(a.shape):
+        return cat
+    return _mk("unslice", cat, shape=a.shape, starts=starts, stops=stops, steps=ra[2])
+
+
 @rule("concatenate")
 def concat_single(node: Node, ins: tuple) -> Node | None:
     # concatenate([x]) -> x
     return ins[0] if len(ins) == 1 else None
+
+
+@rule("concatenate")
+def concat_flatten(node: Node, ins: tuple) -> Node | None:
+    # concatenate([concatenate([a, b]), c]) -> concatenate([a, b, c]) along one axis (the inner one read only here;
+    # also through the + 0.0 of `add_unslices`, which moves onto the pieces): one copy instead of one per level
+    ax = node.attr("axis")
+    out, changed = [], False
+    for x in ins:
+        inner = x
+        zero = None
+        if _is(x, "add") and _is_pos_zero(x.inputs[1]) and _single(x):
+            inner, zero = x.inputs[0], x.inputs[1]
+        if _is(inner, "concatenate") and inner.attr("axis") == ax and _single(inner):
+            for p in inner.inputs:
+                out.append(p if zero is None else _mk("add", p, _broadcast(_constant(0.0, p.dtype), p.shape)))
+            changed = True
+        else:
+            out.append(x)
+    return _mk("concatenate", *out, axis=ax) if changed else None
 
 
 # ----- which rules to try at a node -----
