@@ -107,11 +107,14 @@ def depends_on(nodes: Sequence[Node], sources: Sequence[Node]) -> bool:
 def _depends(order: Sequence[Node], wrt: Sequence[Node]) -> set[Node]:
     """Nodes whose value depends differentiably on some node of `wrt`."""
     dep = set(wrt)
+    add = dep.add
     for n in order:
-        if n in dep:
+        if n in dep or not n.op.differentiable or n.dtype.kind not in "fc":  # (`is_float`)
             continue
-        if n.op.differentiable and is_float(n) and any(x in dep for x in n.inputs):
-            dep.add(n)
+        for x in n.inputs:
+            if x in dep:
+                add(n)
+                break
     return dep
 
 
@@ -249,7 +252,7 @@ def vjp_nodes(outputs: Sequence[Node], cotangents: Sequence[Node | None], wrt: S
             # selection ops (`Op.selects`) build their own masks in their VJP rules; masks are not
             # propagated through them (their rule keeps the innermost guard)
             if op.kind == "elementwise" and not op.selects:
-                mask = _mask_of(ct)
+                mask = _mask_of(ct) if ct.op.name == "where" else None  # (the test `_mask_of` starts with)
             elif op.linear and op.kind in ("layout", "reduction"):
                 mask = _mask_of(ct)
                 if mask is not None:
@@ -272,9 +275,10 @@ def _add_input_cts(cts: dict, n: Node, in_cts: Sequence[Node | None], dep: set) 
             continue
         if c.shape != x.shape:  # pragma: no cover - a rule bug
             raise ShapeError(f"VJP rule of {n.op.name} gave a cotangent of shape {c.shape} for input {x.shape}")
-        if c.dtype != x.dtype:
+        if c.dtype is not x.dtype and c.dtype != x.dtype:  # NumPy's built-in dtypes are singletons
             c = L.cast(c, x.dtype)
-        cts[x] = _accumulate(cts.get(x), c)
+        prev = cts.get(x)
+        cts[x] = c if prev is None else _accumulate(prev, c)
 
 
 def _groups(order: Sequence[Node], dep: set) -> dict[Node, list[Node]]:
