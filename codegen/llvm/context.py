@@ -88,6 +88,9 @@ class LoweringContext:
         self.vmath = _vmath if self.use_vmath else None
         self._fns: dict[str, ir.Function] = {}
         self.alloca_builder: ir.IRBuilder | None = None
+        #: constant Expr -> its ir.Constant (constants belong to no function: kernels share them,
+        #: and llvmlite formats each once)
+        self.expr_consts: dict[Any, ir.Constant] = {}
 
     # -- declarations --
 

@@ -218,7 +218,10 @@ class KernelEmitter(ReductionSteps):
                 return self.var_value(axis, memo)
             return ir.Constant(I64, 0)
         if op == "const":
-            return cx.const(e.const_value(), e.dtype)
+            c = cx.expr_consts.get(e)
+            if c is None:  # one ir.Constant per constant Expr, shared by every kernel that reads it
+                c = cx.expr_consts[e] = cx.const(e.const_value(), e.dtype)
+            return c
         if op == "index":
             return self.aff(e.args[0], memo)
         if op == "load":
