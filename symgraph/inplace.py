@@ -26,7 +26,7 @@ from . import lax as L
 from . import numpy as snp
 from .errors import (DTypeError, ShapeError, SymgraphError, TracerConversionError, UnsupportedOpError, _is_internal,
                      user_location)
-from .ir import (Builder, Node, NodeMeta, current_builder, current_origin, current_role, is_numpy_view, meta,
+from .ir import (Builder, Node, current_builder, current_origin, current_role, is_numpy_view, meta, shared_meta,
                  tracing_active)
 from .ir import _ids as _ir_ids, _new_node
 from .ops import OPS
@@ -293,7 +293,7 @@ def _commit(a: Node, new: Node, written: np.ndarray) -> None:
     tag = ("fresh", ("inplace", next(_write_tags)))
     for name, value in (("op", OPS["copy"]), ("inputs", (new,)), ("attrs", ()), ("tag", tag),
                         ("id", next(_ir_ids)),
-                        ("_meta", NodeMeta(user_location(), current_role(), current_origin()))):
+                        ("_meta", shared_meta(user_location(), current_role(), current_origin()))):
         _osetattr(a, name, value)
     table[Builder.key(a)] = a
     chain[0] = old
