@@ -61,13 +61,19 @@ def _normalize_argnums(argnums: int | Sequence[int], nargs: int, fname: str) -> 
 
 
 
+def _holds_array(x: Any) -> bool:
+    """Whether a pytree argument has a NumPy array leaf (of at least one dimension)."""
+    return any(isinstance(leaf, np.ndarray) and leaf.ndim > 0 for leaf in tree_flatten(x)[0])
+
+
 def _close_static(f: Callable, args: tuple, kwargs: dict, nums: tuple[int, ...], fname: str,
                   positional: bool = True) -> tuple[Callable, tuple, tuple[int, ...], Callable | None]:
     """Close f over its keyword arguments and its non-differentiated positional arguments.
 
-    As in JAX's and autograd's `grad`, only the differentiated arguments are traced: the keyword arguments
-    and the positional ones outside `argnums` reach f unchanged (a type, a string, a callable, a bool that
-    f branches on), as constants of the trace.
+    As in JAX's and autograd's `grad`, the keyword arguments and the positional ones outside `argnums`
+    reach f unchanged (a type, a string, a callable, a number or bool that f branches on or sizes with), as
+    constants of the trace; positional NumPy arrays outside `argnums` are traced as before (not
+    differentiated), so that f may index them with traced integers.
 
     Inside a trace (`positional=False`) the positional arguments stay as they are (they are traced values
     already, and gradient names keep their argument numbers); only keyword arguments are closed over.
@@ -76,7 +82,9 @@ def _close_static(f: Callable, args: tuple, kwargs: dict, nums: tuple[int, ...],
         (f taking the remaining positional arguments, those arguments, argnums renumbered for them,
         the user's function for naming arguments in errors, or None when positions moved).
     """
-    static = [i for i in range(len(args)) if i not in nums] if positional else []
+    # NumPy arrays stay traced (as constants of the trace): user code indexes them with traced integers
+    # (xs[k] in a loop body), which a plain ndarray cannot take
+    static = [i for i in range(len(args)) if i not in nums and not _holds_array(args[i])] if positional else []
     if not static and not kwargs:
         return f, args, nums, f
     keep = [i for i in range(len(args)) if i not in static]

@@ -341,11 +341,9 @@ def checkpointed_vjp(self: WhileRegion, cts: dict[int, Node], node: Node) -> tup
         return sel + [A1, B1, SS1, d2, cur1, tgt2]
 
     out = counted_while(carry, rest, cond, body, f"revolve_vjp({self.name})", checkpoints=s, online=False)
-    res: list[Node | None] = [None] * len(ins)
-    for i, j in enumerate(fk):
-        res[j] = out[2 * nu + i]
-    for i, k in enumerate(fr):
-        res[k] = out[2 * nu + nf + i]
+    res: list[Node | None] = [None] * len(ins)  # the cotangents of the carry's float leaves, then of the rest
+    for pos, j in [(2 * nu + i, j) for i, j in enumerate(fk)] + [(2 * nu + nf + i, k) for i, k in enumerate(fr)]:
+        res[j] = out[pos]
     return tuple(res)
 
 

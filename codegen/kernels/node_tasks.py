@@ -278,6 +278,9 @@ class _TaskMaker:
         """Store x into the block of n starting at `start` along `axis` (loops over x's finer shape
         when x is a fused reshape that merges axes)."""
         M = self.M
+        plus_zero = _plus_pos_zero(x, M)  # x = x' + 0.0 (simplify's add_unslices): store x' + 0 from x''s loop
+        if plus_zero:
+            x = x.inputs[0]
         y = x
         while y.op.name == "reshape" and y.inputs[0] not in M and y.inputs[0].op.kind != "source" \
                 and merge_groups(y.inputs[0].shape, y.shape) is not None:
@@ -285,8 +288,10 @@ class _TaskMaker:
         idx = domain_vars(y.shape)
         xidx = merge_index(idx, y.shape, x.shape) if y is not x else idx
         oidx = tuple(a + start if j == axis else a for j, a in enumerate(xidx))
-        return Task(STORE, n, y.shape, frozenset(), self.b.value(y, idx), flat_offset(n.shape, oidx), piece=pi,
-                    pieced=True)
+        v = self.b.value(y, idx)
+        if plus_zero:  # -0.0 becomes +0.0, as the sum with the padding's zeros gives
+            v = Expr.make("add", (v, Expr.const(0, n.dtype)), (), n.dtype)
+        return Task(STORE, n, y.shape, frozenset(), v, flat_offset(n.shape, oidx), piece=pi, pieced=True)
 
 
 @dataclass(frozen=True)
@@ -383,6 +388,20 @@ def _strided_pieces(n: Node, M: set) -> tuple[int, int, list] | None:
         axis, step = j, st
         pieces[s0] = u.inputs[0]
     return axis, step, sorted(pieces.items(), key=lambda t: t[0])
+
+
+def _plus_pos_zero(x: Node, M: set) -> bool:
+    """Whether x is a fused `a + (+0.0)` with a of x's shape and dtype (the + 0 splat a constant or its broadcast)."""
+    if x.op.name != "add" or x in M or len(x.inputs) != 2:
+        return False
+    a, z = x.inputs
+    if a.shape != x.shape or a.dtype != x.dtype:
+        return False
+    c = z.inputs[0] if z.op.name == "broadcast_to" and z.inputs[0].op.name == "constant" else z
+    if c.op.name != "constant":
+        return False
+    arr = np.asarray(c.attr("value").array)
+    return arr.size > 0 and bool(np.all(arr == 0)) and not bool(np.any(np.signbit(arr.real)))
 
 
 def _pad_pieces(n: Node, M: set) -> tuple[int, list] | None:

@@ -28,6 +28,7 @@ from .base import *  # noqa: F401,F403
 from .complex_numbers import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .decompositions import *  # noqa: F401,F403
+from .editing import *  # noqa: F401,F403
 from .elementary import *  # noqa: F401,F403
 from .layout import *  # noqa: F401,F403
 from .linear_algebra import *  # noqa: F401,F403

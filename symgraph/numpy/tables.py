@@ -12,13 +12,14 @@ from __future__ import annotations
 from types import ModuleType
 
 from . import (
-    along_axis, arithmetic, base, complex_numbers, creation, decompositions, elementary, factorizations, fft, layout, linear_algebra, logic,
+    along_axis, arithmetic, base, complex_numbers, creation, decompositions, editing, elementary, factorizations, fft, layout,
+    linear_algebra, logic,
     nn, reductions, sampled, sorting, statistics, structural, windows,
 )
 
 MODULES: tuple[ModuleType, ...] = (
     arithmetic, elementary, logic, reductions, layout, creation, linear_algebra, nn, base, structural, sorting,
-    along_axis, windows, decompositions, factorizations, statistics, sampled, complex_numbers, fft,
+    along_axis, windows, decompositions, factorizations, statistics, sampled, complex_numbers, fft, editing,
 )
 
 

@@ -605,49 +605,90 @@ def slice_rules(node: Node, ins: tuple) -> Node | None:
     return None
 
 
+def _pieces_along(x: Node, shape: tuple) -> tuple[int, list] | None:
+    """(axis, [(start, stop, node or None for zeros), ...]) when x is an unslice with unit steps that is full along
+    every axis but one, or a concatenate (read only by this add) of such pieces; its values piece by piece."""
+    if _is(x, "unslice"):
+        st, sp, stp = x.attr("starts"), x.attr("stops"), x.attr("steps")
+        axes = [i for i in range(len(shape)) if not (st[i] == 0 and sp[i] == shape[i])]
+        if any(v != 1 for v in stp) or len(axes) != 1 or not _single(x):
+            return None
+        ax = axes[0]
+        out = [(st[ax], sp[ax], x.inputs[0])]
+        return ax, ([(0, st[ax], None)] if st[ax] else []) + out + ([(sp[ax], shape[ax], None)] if sp[ax] < shape[ax] else [])
+    if _is(x, "concatenate") and _single(x):
+        ax, off, out = x.attr("axis"), 0, []
+        for y in x.inputs:
+            n = y.shape[ax]
+            out.append((off, off + n, None if _is_zero(y) and not _maybe_neg_zero(y) else y))
+            off += n
+        return ax, out
+    return None
+
+
+def _plus_zero(y: Node) -> Node:
+    """y + 0.0 (y plus the padding's zero), once."""
+    if _is(y, "add") and _is_pos_zero(y.inputs[1]):
+        return y
+    return _mk("add", y, _broadcast(_constant(0.0, y.dtype), y.shape))
+
+
 @rule("add")
 def add_unslices(node: Node, ins: tuple) -> Node | None:
-    """unslice(a, R) + unslice(b, R) -> unslice(a + b, R);  unslice(a, R1) + unslice(b, R2) for boxes R1, R2 that
-    differ along one axis only and do not overlap -> unslice(concatenate([a + 0, zeros(gap), b + 0]), R1 u gap u R2).
+    """unslice(a, R1) + unslice(b, R2), boxes full along every axis but one: one concatenate of the pieces
+    (a + 0, zeros, b + 0, ...; a + b where the boxes are the same), also when either operand is already such a
+    concatenate; unslice(a, R) + unslice(b, R) for any box -> unslice(a + b, R).
 
-    The fan-out sum of the cotangents of slices of one array (x[0:3], x[3:6], ... of a parameter vector, batched
-    or not) then writes each element once instead of adding zero-padded arrays of the full shape. Exact: inside a
-    box the original adds the padding's +0.0 (so a -0.0 there becomes +0.0, as `a + 0` gives), outside it adds
-    +0.0 + +0.0. Only for unit steps, equal shapes and dtypes, and unslices read by this add alone.
+    The fan-out sum of the cotangents of slices of one array (x[..., 0:3], x[..., 3:6], ... of a parameter vector)
+    then writes each element once, piece by piece (codegen stores a concatenate's operands in place), instead of
+    adding zero-padded arrays of the full shape. Exact: at every element it adds the same two values as before
+    (a piece, or the padding's +0.0). Only where no piece of one operand cuts a piece of the other, for equal
+    shapes and float dtypes, and for operands read by this add alone.
     """
     a, b = ins
-    if not (_is(a, "unslice") and _is(b, "unslice")) or a is b or a.shape != b.shape or a.dtype != b.dtype:
+    if a is b or a.shape != b.shape or a.dtype != b.dtype or a.dtype.kind not in "fc":
         return None
-    if a.dtype.kind not in "fc" or not (_single(a) and _single(b)):
+    if _is(a, "unslice") and _is(b, "unslice") and _single(a) and _single(b) and \
+            (a.attr("starts"), a.attr("stops"), a.attr("steps")) == (b.attr("starts"), b.attr("stops"), b.attr("steps")):
+        return _mk("unslice", _mk("add", a.inputs[0], b.inputs[0]), shape=a.shape, starts=a.attr("starts"),
+                   stops=a.attr("stops"), steps=a.attr("steps"))
+    if not ((_is(a, "unslice") or _is(b, "unslice")) and all(_is(x, "unslice") or _is(x, "concatenate") for x in ins)):
         return None
-    ra = (a.attr("starts"), a.attr("stops"), a.attr("steps"))
-    rb = (b.attr("starts"), b.attr("stops"), b.attr("steps"))
-    if any(st != 1 for st in ra[2] + rb[2]):
+    pa, pb = _pieces_along(a, a.shape), _pieces_along(b, b.shape)
+    if pa is None or pb is None or pa[0] != pb[0]:
         return None
-    if ra == rb:
-        return _mk("unslice", _mk("add", a.inputs[0], b.inputs[0]), shape=a.shape, starts=ra[0], stops=ra[1],
-                   steps=ra[2])
-    diff = [i for i in range(len(a.shape)) if (ra[0][i], ra[1][i]) != (rb[0][i], rb[1][i])]
-    if len(diff) != 1:
+    ax = pa[0]
+    cuts = sorted({e for p in (pa[1], pb[1]) for s0, s1, y in p if y is not None for e in (s0, s1)} | {0, a.shape[ax]})
+
+    def inside(pieces: list, s0: int, s1: int) -> Node | None | bool:
+        """The operand's node on [s0, s1) (None: zeros), or False when a piece of it is cut there."""
+        for p0, p1, y in pieces:
+            if p0 <= s0 and s1 <= p1:
+                return y if y is None or (p0, p1) == (s0, s1) else False
+            if p0 < s1 and s0 < p1 and y is not None:
+                return False
         return None
-    ax = diff[0]
-    (lo, rlo), (hi, rhi) = sorted(((a, ra), (b, rb)), key=lambda t: t[1][0][ax])
-    if rlo[1][ax] > rhi[0][ax]:
-        return None  # overlapping boxes
-    pos_zero = _constant(0.0, a.dtype)
-    pieces = [_mk("add", lo.inputs[0], _broadcast(pos_zero, lo.inputs[0].shape))]
-    gap = rhi[0][ax] - rlo[1][ax]
-    if gap:
-        shape = list(lo.inputs[0].shape)
-        shape[ax] = gap
-        pieces.append(_constant(0.0, a.dtype, tuple(shape)))
-    pieces.append(_mk("add", hi.inputs[0], _broadcast(pos_zero, hi.inputs[0].shape)))
-    cat = _mk("concatenate", *pieces, axis=ax)
-    starts = tuple(rlo[0][i] if i != ax else rlo[0][ax] for i in range(len(a.shape)))
-    stops = tuple(rlo[1][i] if i != ax else rhi[1][ax] for i in range(len(a.shape)))
-    if cat.shape == tuple(a.shape):
-        return cat
-    return _mk("unslice", cat, shape=a.shape, starts=starts, stops=stops, steps=ra[2])
+
+    out: list = []
+    for s0, s1 in zip(cuts[:-1], cuts[1:]):
+        if s1 == s0:
+            continue
+        ya, yb = inside(pa[1], s0, s1), inside(pb[1], s0, s1)
+        if ya is False or yb is False:
+            return None
+        if ya is None and yb is None:
+            piece = None
+        elif ya is None or yb is None:
+            piece = _plus_zero(ya if yb is None else yb)
+        else:
+            piece = _mk("add", ya, yb)
+        if piece is None and out and out[-1][2] is None:
+            out[-1] = (out[-1][0], s1, None)
+        else:
+            out.append((s0, s1, piece))
+    nodes = [p if p is not None else _constant(0.0, a.dtype, a.shape[:ax] + (s1 - s0,) + a.shape[ax + 1:])
+             for s0, s1, p in out]
+    return nodes[0] if len(nodes) == 1 else _mk("concatenate", *nodes, axis=ax)
 
 
 @rule("concatenate")
