@@ -312,9 +312,15 @@ def _memory_aware(order0: list[Node], outputs: Sequence[Node], cls: dict[Node, s
     anchors += list(outputs)
     anchors += order0  # anything left (unused inputs, dead values of a malformed graph)
 
-    # Pull inputs deepest first (Sethi-Ullman order): a long recomputed chain
-    # is walked before the cheap leaves next to it, so each leaf is computed
-    # right before its reader instead of all leaves up front.
+    return _pull_deepest_first(anchors, order0)
+
+
+def _pull_deepest_first(anchors: list[Node], order0: list[Node]) -> list[Node]:
+    """Each anchor in turn with the inputs it still needs, pulled depth-first, deepest input first.
+
+    Sethi-Ullman order: a long recomputed chain is walked before the cheap leaves next to it, so
+    each leaf is computed right before its reader instead of all leaves up front.
+    """
     height: dict[Node, int] = {}
     for n in order0:
         h = 0
