@@ -120,7 +120,7 @@ class Branches:
     def _backward(self) -> tuple:
         def build() -> tuple:
             fi = [i for i, x in enumerate(self.inputs) if is_float(x)]
-            fo = [j for j, (_, d) in enumerate(self.outputs) if np.dtype(d).kind == "f"]
+            fo = [j for j, (_, d) in enumerate(self.outputs) if np.dtype(d).kind in "fc"]  # complex too
             cts = [placeholder(self.outputs[j][0], self.outputs[j][1], "ct") for j in fo]
             graphs = []
             for g in self.graphs:
@@ -151,7 +151,7 @@ class Branches:
     def _tangents(self, mask: tuple) -> tuple:
         def build() -> tuple:
             ti = [i for i, m in enumerate(mask) if m]
-            fo = [j for j, (_, d) in enumerate(self.outputs) if np.dtype(d).kind == "f"]
+            fo = [j for j, (_, d) in enumerate(self.outputs) if np.dtype(d).kind in "fc"]  # complex too
             tph = [placeholder(self.inputs[i].shape, self.inputs[i].dtype, "tangent") for i in ti]
             graphs = []
             for g in self.graphs:

@@ -62,6 +62,7 @@ import numpy as np
 from . import lax as L
 from .autodiff import is_float, needed_inputs, placeholder, vjp_nodes
 from .branches import Branches, cond_node
+from .errors import UnsupportedOpError
 from .ir import Graph, Node, meta, role
 from .loop_checkpoint import _store, _zeros, inline
 from .passes.checkpoint.revolve import revolve_extra_steps
@@ -239,6 +240,12 @@ def checkpointed_vjp(self: WhileRegion, cts: dict[int, Node], node: Node) -> tup
     s = int(self.checkpoints)
     nk = self.nk
     online = getattr(self, "online", True)
+    if not online:  # the reverse sweep of a checkpointed loop, differentiated in reverse mode again
+        raise UnsupportedOpError(
+            f"reverse mode through the reverse sweep of while_loop(..., checkpoints={s}) ({self.name}), i.e. "
+            f"grad of grad, is not supported (it gave wrong second derivatives): use sg.hessian, sg.hvp or "
+            f"sg.jacfwd(sg.grad(f)) (forward over reverse, which is supported), or max_steps=N instead of "
+            f"checkpoints", meta(node).location)
     # the user's carries, then `checkpoint_carries`: p, and online nu snapshot arrays, A, R, NXT, k
     nu = (nk - 5) // 2 if online else nk - 1
     assert nk == (2 * nu + 5 if online else nu + 1), (nk, nu)

@@ -104,3 +104,32 @@ def test_correlate_conjugates_v(la, lv, mode):
                                np.correlate(a.real, v, mode), rtol=1e-14, atol=1e-15)
     np.testing.assert_allclose(sg.compile(lambda a, v: np.correlate(a, v, mode), backend="numpy")(a, v.real),
                                np.correlate(a, v.real, mode), rtol=1e-14, atol=1e-15)
+
+
+def test_cond_and_while_with_complex_outputs_differentiate():
+    # found by a new user's trial: complex branch outputs had zero derivatives in both modes
+    f = lambda z: np.real(sg.cond(np.real(z) > 0, lambda c: c * 2, lambda c: c, z))  # noqa: E731
+    assert sg.grad(f)(0.5 + 0.1j) == 2
+    _, t = sg.jvp(lambda z: sg.cond(np.real(z) > 0, lambda c: c * 2, lambda c: c * 3, z), (0.5 + 0.1j,), (1 + 1j,))
+    assert t == 2 + 2j
+    assert sg.compile(sg.grad(f))(-0.5 + 0.1j) == 1
+    g = lambda z: np.sum(np.abs(sg.while_loop(lambda c: np.abs(c) < 100, lambda c: c * 2, z, max_steps=20)) ** 2)  # noqa: E731
+    z0 = np.complex128(0.5 + 0.1j)
+    h = 1e-7
+    fd = (g(z0 + h) - g(z0 - h)) / (2 * h) + 1j * (g(z0 + 1j * h) - g(z0 - 1j * h)) / (2 * h)
+    np.testing.assert_allclose(sg.grad(g)(z0), np.conj(fd), rtol=1e-6)  # JAX's convention: conj(df/dx + i df/dy)
+
+
+def test_pad_modes_and_errors_on_complex():
+    z = np.array([1 + 2j, 3 - 1j, 0.5j])
+    for kw in ({"mode": "linear_ramp", "end_values": 0.5j}, {"mode": "mean"}, {"mode": "mean", "stat_length": 2}):
+        want = np.pad(z, 2, **kw)
+        for backend in ("numpy", "llvm"):
+            np.testing.assert_allclose(sg.compile(lambda z: np.pad(z, 2, **kw), backend=backend)(z), want, rtol=1e-15)
+    with pytest.raises(sg.UnsupportedOpError, match="median"):
+        sg.trace(lambda z: np.pad(z, 1, mode="median"), z)
+    with pytest.raises(sg.DTypeError, match="imaginary"):
+        sg.trace(lambda x: np.insert(x, 1, 1j), np.ones(3))  # NumPy: TypeError
+    for f in (np.unstack, np.triu, np.tril):
+        with pytest.raises(sg.ShapeError):
+            sg.trace(f, np.float64(1.0))

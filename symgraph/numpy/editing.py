@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as _np
 
 from .. import lax as L
-from ..errors import ShapeError, UnsupportedOpError
+from ..errors import DTypeError, ShapeError, UnsupportedOpError
 from .base import _ndim, _shape
 from .layout import concatenate, reshape
 from .structural import _arr, _axis, _full, _gather_const, _scan, _shape_errors, _traced, _with_axis
@@ -115,6 +115,9 @@ def insert(arr: Any, obj: Any, values: Any, axis: Any = None) -> Any:
     """
     _static("insert", "obj", obj)
     a, v = _arr(arr), _arr(values)
+    if v.dtype.kind == "c" and a.dtype.kind != "c":
+        raise DTypeError(f"insert: complex values into a {a.dtype} array would drop their imaginary parts (NumPy "
+                         f"raises TypeError); cast the array to complex first")
     return _by_codes("insert", lambda c, cv: _np.insert(c, obj, cv, axis), [a, v], a.dtype)
 
 

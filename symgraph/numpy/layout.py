@@ -73,6 +73,8 @@ def unstack(x: Any, /, *, axis: int = 0) -> tuple:
     Raises:
         ShapeError: axis out of range (0-d x has none).
     """
+    if _ndim(x) == 0:
+        raise ShapeError("unstack: input array must be at least 1-d")
     (ax,) = normalize_axes(axis, _ndim(x), op="unstack")
     return tuple(x[(slice(None),) * ax + (i,)] for i in range(_shape(x)[ax]))
 

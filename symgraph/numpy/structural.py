@@ -286,6 +286,8 @@ def tril(m: Any, k: int = 0) -> Any:
     if not _traced(m):
         return _np.tril(m, k)
     m = _arr(m)
+    if m.ndim == 0:
+        raise ShapeError("tril: needs an array of at least 1 dimension, got a 0-d value")
     shape = m.shape if m.ndim >= 2 else m.shape * 2
     mask = _np.tri(shape[-2], shape[-1], k=k, dtype=bool)
     return where(mask, m, _np.zeros((), m.dtype))
@@ -296,6 +298,8 @@ def triu(m: Any, k: int = 0) -> Any:
     if not _traced(m):
         return _np.triu(m, k)
     m = _arr(m)
+    if m.ndim == 0:
+        raise ShapeError("triu: needs an array of at least 1 dimension, got a 0-d value")
     shape = m.shape if m.ndim >= 2 else m.shape * 2
     mask = _np.tri(shape[-2], shape[-1], k=k - 1, dtype=bool)
     return where(mask, _np.zeros((), m.dtype), m)

@@ -52,7 +52,7 @@ def _pad_stat(x: Any, ax: int, mode: str) -> Any:
 def _pad_ramp(edge: Any, end: Any, w: int, ax: int) -> Any:
     """np.linspace(end, edge, w, endpoint=False) along ax, as np.pad's linear_ramp computes it."""
     k = _np.arange(w, dtype=_np.float64).reshape((w,) + (1,) * (edge.ndim - ax - 1))
-    e = L.cast(edge, _np.float64) if edge.dtype.kind != "f" else edge
+    e = L.cast(edge, _np.float64) if edge.dtype.kind not in "fc" else edge  # complex edges stay complex
     start = _np.asarray(end, e.dtype)
     y = multiply(_np.asarray(k, e.dtype), (e - start) / float(w)) + start
     if edge.dtype.kind in "iu":
@@ -84,7 +84,10 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> An
                                  f"supported")
     if kwargs.get("reflect_type", "even") != "even":
         raise UnsupportedOpError("pad(reflect_type='odd') is not supported")
-    if mode in ("mean", "median") and a.dtype.kind != "f":
+    if mode == "median" and a.dtype.kind == "c":
+        raise UnsupportedOpError("pad(mode='median') of complex values (NumPy orders them lexicographically) is "
+                                 "not supported; pad the real and imaginary parts")
+    if mode in ("mean", "median") and a.dtype.kind not in "fc":
         raise UnsupportedOpError(f"pad(mode={mode!r}) of integers (NumPy rounds the statistic) is not supported; "
                                  f"cast to float first")
     widths = _np.broadcast_to(_np.asarray(pad_width), (a.ndim, 2)) if a.ndim else _np.zeros((0, 2), _np.int64)
