@@ -724,7 +724,8 @@ def _array_interface() -> dict[str, Callable]:
         api[f"__{py}__"] = inplace_binop(py)
     # Every other public ndarray method and attribute raises, naming itself (test_tracer_methods checks the
     # list is whole).
-    for m in ("byteswap", "choose", "compress", "getfield", "nonzero", "view",
+    api["compress"] = lambda self, condition, axis=None, out=None: snp.compress(condition, self, axis, out)
+    for m in ("byteswap", "choose", "getfield", "nonzero", "view",
               "dump", "dumps", "tofile", "tobytes", "to_device", "setflags"):
         api[m] = _no_rule_method(m)
     for m in ("base", "ctypes", "data", "flags", "flat", "strides", "device"):

@@ -140,7 +140,9 @@ COMPLEX_FUNCTIONS = frozenset({
     _np.linalg.solve, _np.linalg.inv, _np.linalg.det, _np.linalg.slogdet, _np.linalg.cholesky, _np.linalg.tensorinv,
     _np.linalg.tensorsolve, _np.linalg.eigh, _np.linalg.eigvalsh, _np.linalg.svd, _np.linalg.eig,
     _np.linalg.eigvals, _np.linalg.matrix_rank, _np.linalg.cond, _np.linalg.pinv, _np.linalg.lstsq,
-    _np.linalg.matrix_power, _np.linalg.multi_dot, _np.linalg.qr, *((_np.linalg.vector_norm, _np.linalg.matrix_norm) if hasattr(_np.linalg, "vector_norm") else ()),
+    _np.linalg.matrix_power, _np.linalg.multi_dot, _np.linalg.qr,
+    *(getattr(_np.linalg, _n) for _n in ("outer", "cross", "trace", "diagonal", "tensordot", "vecdot", "matmul",
+                                          "matrix_transpose") if hasattr(_np.linalg, _n)), *((_np.linalg.vector_norm, _np.linalg.matrix_norm) if hasattr(_np.linalg, "vector_norm") else ()),
     *((_np.linalg.svdvals,) if hasattr(_np.linalg, "svdvals") else ()),
     # np.fft (symgraph.numpy.fft): every transform and shift takes complex values
     *(getattr(_np.fft, _n) for _n in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "fftn",
@@ -149,7 +151,7 @@ COMPLEX_FUNCTIONS = frozenset({
 
 COMPLEX_METHODS = frozenset({
     "sum", "mean", "prod", "take", "squeeze", "ravel", "flatten", "swapaxes", "diagonal", "repeat", "trace",
-    "cumsum", "var", "std", "cumprod",
+    "cumsum", "var", "std", "cumprod", "compress",
 })
 
 

@@ -20,10 +20,10 @@ from . import decompositions as _dec
 from .decompositions import matrix_norm_sv
 from .base import _ndim, _shape
 from .elementary import sqrt
-from .layout import ravel, reshape
+from .layout import matrix_transpose as _matrix_transpose, ravel, reshape
 from .logic import equal, not_equal, where
 from .reductions import max as _max, min as _min, sum
-from .structural import diagonal
+from .structural import cross as _cross, diagonal, trace as _trace
 
 __all__ = ["dot", "einsum", "inner", "linalg", "matmul", "matrix_norm", "norm", "outer", "tensordot", "vdot",
            "vector_norm", "vecdot", "matvec", "vecmat"]
@@ -452,7 +452,48 @@ UFUNCS = {
     "matmul": matmul, "vecdot": vecdot, "matvec": matvec, "vecmat": vecmat,
 }
 
+# ----- NumPy 2's np.linalg array-API names: the same functions over the last axes -----
+
+
+def _linalg_outer(x1: Any, x2: Any, /) -> Any:
+    """np.linalg.outer: the outer product of two 1-d arrays (ShapeError otherwise, as NumPy's ValueError)."""
+    if _ndim(x1) != 1 or _ndim(x2) != 1:
+        raise ShapeError(f"linalg.outer: needs 1-d arrays, got shapes {_shape(x1)} and {_shape(x2)}")
+    return outer(x1, x2)
+
+
+def _linalg_cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    """np.linalg.cross: 3-element vectors along `axis` only (ShapeError otherwise)."""
+    if _shape(x1)[axis] != 3 or _shape(x2)[axis] != 3:
+        raise ShapeError(f"linalg.cross: both inputs need 3 elements along axis {axis}, got shapes {_shape(x1)} "
+                         f"and {_shape(x2)}")
+    return _cross(x1, x2, axis=axis)
+
+
+def _linalg_trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
+    """np.linalg.trace: the sums of the offset diagonals of the last two axes."""
+    return _trace(x, offset, -2, -1, dtype)
+
+
+def _linalg_diagonal(x: Any, /, *, offset: int = 0) -> Any:
+    """np.linalg.diagonal: the offset diagonals of the last two axes."""
+    return diagonal(x, offset, -2, -1)
+
+
+def _linalg_tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
+    return tensordot(x1, x2, axes)
+
+
+def _linalg_vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    return vecdot(x1, x2, axis=axis)
+
+
+_LINALG_API = {"outer": _linalg_outer, "cross": _linalg_cross, "trace": _linalg_trace, "diagonal": _linalg_diagonal,
+               "tensordot": _linalg_tensordot, "vecdot": _linalg_vecdot, "matmul": matmul,
+               "matrix_transpose": _matrix_transpose}
+
 FUNCTIONS = {
+    **{getattr(_np.linalg, _n): _f for _n, _f in _LINALG_API.items() if hasattr(_np.linalg, _n)},
     _np.matmul: matmul, _np.dot: dot, _np.vdot: vdot, _np.inner: inner, _np.outer: outer, _np.einsum: einsum,
     _np.tensordot: tensordot, _np.linalg.norm: norm,
     **({_np.linalg.vector_norm: vector_norm, _np.linalg.matrix_norm: matrix_norm}
