@@ -538,6 +538,12 @@ class WhileRegion:
             return self.checkpointed_vjp(cts, node)  # symgraph.while_checkpoint
         from .errors import UnsupportedOpError
 
+        if self.name.startswith(("vmap(", "jvp(")):  # the batched / tangent loop of a checkpointed while_loop
+            raise UnsupportedOpError(f"{self.name}: reverse mode through a vmap or jvp of a while_loop is not "
+                                     f"supported, with or without checkpoints=s (the batched loop runs every "
+                                     f"example to the longest trip count without snapshots); differentiate "
+                                     f"inside instead: sg.vmap(sg.grad(f)) works, and so does max_steps=N",
+                                     meta(node).location)
         raise UnsupportedOpError(f"{self.name}: reverse mode through a while_loop needs a number of snapshots or "
                                  f"a bound on its trip count: pass checkpoints=s (sg.while_loop(cond_fun, "
                                  f"body_fun, init_val, checkpoints=s): s carry snapshots, the trip count known "

@@ -303,3 +303,12 @@ def test_nested_loops_pytrees_float32():
         g = sg.grad(lambda W: f(W, checkpoints=s))(W)
         assert g.dtype == np.float32 and np.array_equal(g, ref)
         np.testing.assert_allclose(sg.compile(sg.grad(lambda W: f(W, checkpoints=s)))(W), ref, rtol=1e-6)
+
+
+def test_reverse_through_a_vmapped_checkpointed_loop_names_the_fix():
+    f = lambda x: sg.while_loop(lambda c: c[1] < 3, lambda c: (np.sin(c[0]), c[1] + 1), (x, 0), checkpoints=2)[0]  # noqa: E731
+    xs = np.array([0.3, 0.7])
+    with pytest.raises(sg.UnsupportedOpError, match=r"sg.vmap\(sg.grad\(f\)\)"):
+        sg.grad(lambda xs: np.sum(sg.vmap(f)(xs)))(xs)
+    d = np.cos(xs) * np.cos(np.sin(xs)) * np.cos(np.sin(np.sin(xs)))
+    np.testing.assert_allclose(sg.vmap(sg.grad(f))(xs), d, rtol=1e-12)
