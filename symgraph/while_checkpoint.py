@@ -227,6 +227,14 @@ def _select(kind: Node, operands: list[Node], fns: list[Callable], name: str) ->
     return [cond_node([kind] + list(operands), region, j) for j in range(region.num_outputs)]
 
 
+def _refuse_reverse_of_reverse(self: WhileRegion, node: Node, s: int) -> None:
+    raise UnsupportedOpError(
+        f"reverse mode through the reverse sweep of while_loop(..., checkpoints={s}) ({self.name}), i.e. "
+        f"grad of grad, is not supported (it gave wrong second derivatives): use sg.hessian, sg.hvp or "
+        f"sg.jacfwd(sg.grad(f)) (forward over reverse, which is supported), or max_steps=N instead of "
+        f"checkpoints", meta(node).location)
+
+
 def checkpointed_vjp(self: WhileRegion, cts: dict[int, Node], node: Node) -> tuple[Node | None, ...]:
     """Cotangents of a counted while loop's inputs (init carries, counter, captured) by the module's schedule.
 
@@ -241,11 +249,7 @@ def checkpointed_vjp(self: WhileRegion, cts: dict[int, Node], node: Node) -> tup
     nk = self.nk
     online = getattr(self, "online", True)
     if not online:  # the reverse sweep of a checkpointed loop, differentiated in reverse mode again
-        raise UnsupportedOpError(
-            f"reverse mode through the reverse sweep of while_loop(..., checkpoints={s}) ({self.name}), i.e. "
-            f"grad of grad, is not supported (it gave wrong second derivatives): use sg.hessian, sg.hvp or "
-            f"sg.jacfwd(sg.grad(f)) (forward over reverse, which is supported), or max_steps=N instead of "
-            f"checkpoints", meta(node).location)
+        _refuse_reverse_of_reverse(self, node, s)
     # the user's carries, then `checkpoint_carries`: p, and online nu snapshot arrays, A, R, NXT, k
     nu = (nk - 5) // 2 if online else nk - 1
     assert nk == (2 * nu + 5 if online else nu + 1), (nk, nu)
