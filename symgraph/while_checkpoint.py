@@ -227,6 +227,19 @@ def _select(kind: Node, operands: list[Node], fns: list[Callable], name: str) ->
     return [cond_node([kind] + list(operands), region, j) for j in range(region.num_outputs)]
 
 
+def _primal_outputs(self: WhileRegion, node: Node, ins: list, init: list, nu: int, s: int, online: bool) -> tuple:
+    """(trip count, snapshot arrays, their step indices, their count) as outputs of the primal loop; offline:
+    one entry (0, n, s), the initial carry in row 0."""
+    m = meta(node)
+    with role(m.role, m.origin):
+        n = while_node(ins, self, nu)
+        if online:
+            return (n, [while_node(ins, self, nu + 1 + j) for j in range(nu)], while_node(ins, self, 2 * nu + 1),
+                    while_node(ins, self, 2 * nu + 4))
+        return n, [_store(_zeros((s,) + c.shape, c.dtype), c, _i(0)) for c in init], \
+            L.constant(np.zeros(s, np.int64)), _i(0)
+
+
 def _refuse_reverse_of_reverse(self: WhileRegion, node: Node, s: int) -> None:
     raise UnsupportedOpError(
         f"reverse mode through the reverse sweep of while_loop(..., checkpoints={s}) ({self.name}), i.e. "
@@ -256,16 +269,7 @@ def checkpointed_vjp(self: WhileRegion, cts: dict[int, Node], node: Node) -> tup
     ins = list(node.inputs)
     init, rest = ins[:nu], ins[nk:]
     bi = self.body.inputs
-    m = meta(node)
-    with role(m.role, m.origin):  # the trip count and the snapshots are outputs of the primal loop
-        n = while_node(ins, self, nu)
-        if online:
-            Sf = [while_node(ins, self, nu + 1 + j) for j in range(nu)]
-            Af = while_node(ins, self, 2 * nu + 1)
-            kf = while_node(ins, self, 2 * nu + 4)
-        else:  # the offline schedule: one entry (0, n, s), the initial carry in row 0
-            Sf = [_store(_zeros((s,) + c.shape, c.dtype), c, _i(0)) for c in init]
-            Af, kf = L.constant(np.zeros(s, np.int64)), _i(0)
+    n, Sf, Af, kf = _primal_outputs(self, node, ins, init, nu, s, online)
     dummies = [L.zeros_like(x) for x in bi[nu:nk]]  # the step graphs do not read the extra carries
     fk = [j for j in range(nu) if is_float(bi[j])]
     need = needed_inputs()  # closed-over values nobody differentiates get no accumulator
