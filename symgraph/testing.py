@@ -81,7 +81,8 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 1, modes: Sequenc
         args: tuple of arguments at which to check (float64 or complex128 recommended).
         order: 1 or more; order 2 checks the derivative functions too.
         modes: subset of ("fwd", "rev").
-        eps: finite-difference step (default 1e-6 for float64, 1e-3 for float32).
+        eps: finite-difference step (default 1e-6 for float64, 1e-3 for float32: also when the arguments are
+            float64 but an output is float32 or complex64, i.e. f computes in single precision).
         atol, rtol: tolerances on the directional derivatives (defaults by dtype).
         seed: random directions' seed.
 
@@ -104,6 +105,9 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 1, modes: Sequenc
                              f"or complex arguments (float32, float64, complex64, complex128)")
     dtype = np.result_type(*[np.asarray(x).dtype for x in tree_flatten(args)[0]]) if tree_flatten(args)[0] else np.float64
     low = dtype in (np.float32, np.complex64)
+    if not low and eps is None:  # a function that computes in single precision inside (x.astype(np.float32))
+        outs = [np.asarray(o) for o in tree_flatten(f(*args))[0]]
+        low = any(o.dtype in (np.float32, np.complex64) for o in outs)
     eps = eps if eps is not None else (1e-3 if low else 1e-6)
     atol = atol if atol is not None else (1e-2 if low else 1e-5)
     rtol = rtol if rtol is not None else (1e-2 if low else 1e-5)

@@ -351,6 +351,12 @@ def test_check_grads_catches_a_wrong_rule():
             sg.check_grads(lambda x: L.bind("test_wrong_sin", x), (np.linspace(0.1, 1.0, 4),), order=1)
         with pytest.raises(GradientCheckError, match="VJP"):
             check_vjp_jvp(lambda x: L.bind("test_wrong_sin", x), (np.linspace(0.1, 1.0, 4),))
+        # a function computing in float32 from float64 arguments gets float32 steps and tolerances (float64
+        # ones reported false failures), and a wrong rule is still caught there
+        x = np.linspace(0.1, 1.0, 4)
+        sg.check_grads(lambda x: np.sin(x.astype(np.float32)) * 3, (x,), order=2)
+        with pytest.raises(GradientCheckError, match="VJP"):  # 1% off: caught by JVP against VJP at float32
+            sg.check_grads(lambda x: L.bind("test_wrong_sin", x.astype(np.float32)) * 10, (x,), order=1)
     finally:
         del OPS[op.name]
 
