@@ -95,17 +95,12 @@ def _child(mode: str, steps: int, blocks: int) -> None:
 def _torch_child(steps: int, blocks: int) -> None:
     """The same step with torch DistributedDataParallel (gloo); ranks from mpiexec's PMI_RANK / PMI_SIZE."""
     _pin_rank()
-    import numpy as np
     import torch
     import torch.distributed as dist
 
-    from .w2_mlp import BATCH, KEYS, LR, init_params, load_data
+    from .w2_mlp import BATCH, KEYS, LR, _torch_loss, init_params, load_data
 
-    torch.set_num_threads(1)
-    r, n = int(os.environ.get("PMI_RANK", "0")), int(os.environ.get("PMI_SIZE", "1"))
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29531")
-    dist.init_process_group("gloo", rank=r, world_size=n)
+    r, _ = _torch_init(torch, dist, "29531")
 
     class MLP(torch.nn.Module):
         def __init__(self, p0: dict) -> None:
@@ -113,13 +108,7 @@ def _torch_child(steps: int, blocks: int) -> None:
             self.p = torch.nn.ParameterDict({k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in p0.items()})
 
         def forward(self, x: Any, y: Any) -> Any:
-            p = self.p
-            h = torch.tanh(x @ p["W1"] + p["b1"])
-            h = torch.tanh(h @ p["W2"] + p["b2"])
-            z = h @ p["W3"] + p["b3"]
-            zs = z - torch.amax(z, dim=1, keepdim=True)
-            lse = torch.log(torch.sum(torch.exp(zs), dim=1, keepdim=True))
-            return -torch.sum(y * (zs - lse)) * (1.0 / x.shape[0])
+            return _torch_loss(torch, self.p, x, y)
 
     model = torch.nn.parallel.DistributedDataParallel(MLP(init_params()))
     opt = torch.optim.SGD(model.parameters(), lr=LR)
@@ -127,12 +116,29 @@ def _torch_child(steps: int, blocks: int) -> None:
     xb = torch.from_numpy(x[r * BATCH:(r + 1) * BATCH].copy())
     yb = torch.from_numpy(y[r * BATCH:(r + 1) * BATCH].copy())
 
+    _torch_timed(torch, dist, model, opt, (xb, yb), steps, blocks, 20,
+                 {"bytes": sum(v.nbytes for v in init_params().values()), "keys": list(KEYS)})
+
+
+def _torch_init(torch: Any, dist: Any, port: str) -> tuple[int, int]:
+    """One thread, and the gloo process group of the ranks mpiexec started (PMI_RANK / PMI_SIZE): (rank, size)."""
+    torch.set_num_threads(1)
+    r, n = int(os.environ.get("PMI_RANK", "0")), int(os.environ.get("PMI_SIZE", "1"))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", port)
+    dist.init_process_group("gloo", rank=r, world_size=n)
+    return r, n
+
+
+def _torch_timed(torch: Any, dist: Any, model: Any, opt: Any, batch: tuple, steps: int, blocks: int, warmup: int,
+                 info: dict) -> None:
+    """Warm up, time `blocks` blocks of `steps` DDP steps after barriers; rank 0 prints the slowest rank's median."""
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        model(xb, yb).backward()
+        model(*batch).backward()
         opt.step()
 
-    for _ in range(20):
+    for _ in range(warmup):
         step()
     times = []
     for _ in range(blocks):
@@ -143,12 +149,11 @@ def _torch_child(steps: int, blocks: int) -> None:
         times.append((time.perf_counter() - t0) / steps)
     med = torch.tensor([statistics.median(times)], dtype=torch.float64)
     dist.all_reduce(med, op=dist.ReduceOp.MAX)
-    if r == 0:
-        print("W14JSON " + json.dumps({"ranks": n, "mode": "torch", "step": float(med[0]), "wait": None,
-                                       "allreduce": None, "bytes": sum(v.nbytes for v in init_params().values()),
-                                       "keys": list(KEYS), "blocks": [round(t, 7) for t in times]}), flush=True)
+    if dist.get_rank() == 0:
+        print("W14JSON " + json.dumps({"ranks": dist.get_world_size(), "mode": "torch", "step": float(med[0]),
+                                       "wait": None, "allreduce": None, **info,
+                                       "blocks": [round(t, 7) for t in times]}), flush=True)
     dist.destroy_process_group()
-    del np
 
 
 def _w6_child(mode: str, steps: int, blocks: int) -> None:
@@ -169,16 +174,10 @@ def _w6_child(mode: str, steps: int, blocks: int) -> None:
     mask = w6.causal_mask(cfg["T"])
     p = sgd.broadcast(w6.make_data(cfg, seed=0)["params"])  # the same initial parameters everywhere
     vg = sg.value_and_grad(lambda p, x, y, masks: w6.loss_fn(snp, p, x, y, masks, cfg, mask))
-    b1, b2, lr, wd, eps = w6.BETA1, w6.BETA2, w6.LR, w6.WD, w6.EPS
 
     def sstep(p, m, v, t, x, y, masks):
         loss, g = vg(p, x, y, masks)
-        t = t + np.float32(1)
-        m = {k: b1 * m[k] + (1 - b1) * g[k] for k in p}
-        v = {k: b2 * v[k] + (1 - b2) * g[k] * g[k] for k in p}
-        c1, c2 = 1 - b1 ** t, 1 - b2 ** t
-        p = {k: p[k] * np.float32(1 - lr * wd) - (lr / c1) * m[k] / (snp.sqrt(v[k] / c2) + eps) for k in p}
-        return p, m, v, t, loss
+        return (*w6.adamw_update(snp, p, m, v, t, g), loss)
 
     bucket = int(os.environ.get("SYMGRAPH_W14_BUCKET_BYTES", sgd.BUCKET_BYTES))
     dp = sgd.DataParallel(bucket_bytes=bucket) if mode == "dp" else None
@@ -239,11 +238,7 @@ def _w6_torch_child(steps: int, blocks: int) -> None:
 
     from . import w6_transformer as w6
 
-    torch.set_num_threads(1)
-    r, n = int(os.environ.get("PMI_RANK", "0")), int(os.environ.get("PMI_SIZE", "1"))
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29533")
-    dist.init_process_group("gloo", rank=r, world_size=n)
+    r, _ = _torch_init(torch, dist, "29533")
     cfg = w6.FULL
     data = w6.make_data(cfg, seed=r)
     p0 = w6.make_data(cfg, seed=0)["params"]
@@ -266,27 +261,7 @@ def _w6_torch_child(steps: int, blocks: int) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=w6.LR, betas=(w6.BETA1, w6.BETA2), eps=w6.EPS,
                             weight_decay=w6.WD)
 
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        model(xt, yt).backward()
-        opt.step()
-
-    for _ in range(5):
-        step()
-    times = []
-    for _ in range(blocks):
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        times.append((time.perf_counter() - t0) / steps)
-    med = torch.tensor([statistics.median(times)], dtype=torch.float64)
-    dist.all_reduce(med, op=dist.ReduceOp.MAX)
-    if r == 0:
-        print("W14JSON " + json.dumps({"ranks": n, "mode": "torch", "step": float(med[0]), "wait": None,
-                                       "allreduce": None, "bytes": sum(v.nbytes for v in p0.values()),
-                                       "blocks": [round(t, 7) for t in times]}), flush=True)
-    dist.destroy_process_group()
+    _torch_timed(torch, dist, model, opt, (xt, yt), steps, blocks, 5, {"bytes": sum(v.nbytes for v in p0.values())})
 
 
 def measure(n: int, mode: str, steps: int, blocks: int, timeout: float = 600, model: str = "mlp") -> dict:

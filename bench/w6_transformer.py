@@ -314,6 +314,17 @@ def _release(system: str, cache: Any = None) -> None:
     _malloc_trim()
 
 
+def adamw_update(xp, p: dict, m: dict, v: dict, t: Any, g: dict) -> tuple:
+    """One AdamW step on dicts of float32 arrays (Loshchilov & Hutter 2019, decoupled weight decay):
+    (p, m, v, t) after gradient g, with this module's LR, BETA1, BETA2, EPS and WD; t is a float32 step count."""
+    t = t + np.float32(1)
+    m = {k: BETA1 * m[k] + (1 - BETA1) * g[k] for k in p}
+    v = {k: BETA2 * v[k] + (1 - BETA2) * g[k] * g[k] for k in p}
+    c1, c2 = 1 - BETA1 ** t, 1 - BETA2 ** t
+    p = {k: p[k] * np.float32(1 - LR * WD) - (LR / c1) * m[k] / (xp.sqrt(v[k] / c2) + EPS) for k in p}
+    return p, m, v, t
+
+
 def setup(system: str, ckpt: bool | str, cfg: dict, data: dict | None = None) -> dict:
     """Build one system's training step.
 
@@ -356,11 +367,7 @@ def setup(system: str, ckpt: bool | str, cfg: dict, data: dict | None = None) ->
 
         def sstep(p, m, v, t, x, y, masks):
             loss, g = vg(p, x, y, masks)
-            t = t + np.float32(1)
-            m = {k: BETA1 * m[k] + (1 - BETA1) * g[k] for k in p}
-            v = {k: BETA2 * v[k] + (1 - BETA2) * g[k] * g[k] for k in p}
-            c1, c2 = 1 - BETA1 ** t, 1 - BETA2 ** t
-            p = {k: p[k] * np.float32(1 - LR * WD) - (LR / c1) * m[k] / (snp.sqrt(v[k] / c2) + EPS) for k in p}
+            p, m, v, t = adamw_update(snp, p, m, v, t, g)
             return p, m, v, t, loss, g  # outputs pair with donated leaves in order: p, m, v update in place
         cf = sg.compile(sstep, donate_argnums=(0, 1, 2), checkpoint="sqrt" if ckpt == "sqrt" else None)
         st = {"p": p, "m": {k: np.zeros_like(a) for k, a in p.items()},

@@ -544,11 +544,7 @@ class Builder:
             if type(x) is not Node or (x.shape != y.shape or (x.dtype is not y.dtype and x.dtype != y.dtype)):
                 return self._create(key, op, inputs, node.attrs, node.tag, meta)
         if meta is None:
-            c = _ctx
-            mkey = (user_location(), c.role, c.origin)
-            meta = _METAS.get(mkey)
-            if meta is None:
-                meta = _METAS[mkey] = NodeMeta(*mkey)
+            meta = _current_meta()
         # setdefault is one atomic step: a thread that interned the same key first wins
         return self._table.setdefault(key, _new_node(op, inputs, node.attrs, node.shape, node.dtype, node.tag, meta))
 
@@ -586,13 +582,15 @@ class Builder:
             raise ShapeError(f"{op.name}: result shape {shape} ({dtype}) has a negative dimension or more bytes "
                              f"than can be addressed")
         if meta is None:
-            c = _ctx
-            mkey = (user_location(), c.role, c.origin)
-            meta = _METAS.get(mkey)
-            if meta is None:
-                meta = _METAS[mkey] = NodeMeta(*mkey)
+            meta = _current_meta()
         # setdefault is one atomic step: a thread that interned the same key first wins
         return self._table.setdefault(key, _new_node(op, inputs, attrs_t, shape, dtype, tag, meta))
+
+
+def _current_meta() -> NodeMeta:
+    """The shared NodeMeta of a node made now: the user's line and the build context's role and origin."""
+    c = _ctx
+    return shared_meta(user_location(), c.role, c.origin)
 
 
 _NO_PARAMS: dict = {}  # never mutated: shape and dtype rules take their attrs as keywords

@@ -150,11 +150,7 @@ def _emit_spectral(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any]
             e.store(v, a, e.lin((j, m), (i, 1)))
 
         e.loop2(m, n, copy, "lcp")
-        with cx.builder.if_else(e.is_nonfinite(), likely=False) as (bad, good):
-            with bad:
-                e.fail(_c64(NONFINITE))
-            with good:
-                _SPECTRAL[call.routine](e, a, put)
+        e.if_finite(lambda: _SPECTRAL[call.routine](e, a, put))
 
     for_range(cx.builder, _c64(0), _c64(call.batch), one, name="lb")
 
@@ -242,11 +238,7 @@ def _potrf(e: _Call, tio: ir.Type, src: ir.Value) -> None:
         e.loop(0, e.b.add(i, _c64(1)), el, "lcj")
 
     e.loop(0, n, copy, "lci")
-    with e.b.if_else(e.is_nonfinite(), likely=False) as (bad, good):
-        with bad:
-            e.fail(_c64(NONFINITE))
-        with good:
-            e.fortran("potrf", [e.char_arg("U"), e.int_arg(n), w, e.int_arg(n), e.info], 1)
+    e.if_finite(lambda: e.fortran("potrf", [e.char_arg("U"), e.int_arg(n), w, e.int_arg(n), e.info], 1))
     # the factor's diagonal is finite whenever ?potrf succeeds on a finite matrix, unless it overflowed
     e.b.store(ir.Constant(F64, 0.0), e.acc)
     e.loop(0, n, lambda i: e.finite(e.load(w, e.lin((i, n + 1)), F64)), "ld")

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 from llvmlite import ir
 
-from ..cpu.lapack import LapackCall, symbol
+from ..cpu.lapack import NONFINITE, LapackCall, symbol
 from .context import F64, I8, I64, PTR, VOID, LoweringContext, for_range
 
 __all__ = ["Call", "c64"]
@@ -107,6 +107,15 @@ class Call:
     def is_nonfinite(self) -> ir.Value:
         s = self.b.load(self.acc, typ=F64)
         return self.b.fcmp_unordered("uno", s, s)
+
+    def if_finite(self, body: Callable[[], None]) -> None:
+        """body() when every value added to the finiteness accumulator was finite, else record NONFINITE
+        (LAPACK is never called on NaN or infinity)."""
+        with self.b.if_else(self.is_nonfinite(), likely=False) as (bad, good):
+            with bad:
+                self.fail(c64(NONFINITE))
+            with good:
+                body()
 
     def fail(self, code: ir.Value, detail: ir.Value = None) -> None:
         """Record (call number + 1, code, batch index, detail) unless an earlier failure is recorded."""

@@ -163,11 +163,7 @@ def _potrf(e: _Call, z: _Parts) -> None:
         z.cstore(w, k, v)
 
     e.loop(0, n, lambda i: e.loop(0, e.b.add(i, _c64(1)), lambda j: el(i, j), "zcj"), "zci")
-    with e.b.if_else(e.is_nonfinite(), likely=False) as (bad, good):
-        with bad:
-            e.fail(_c64(NONFINITE))
-        with good:
-            e.fortran("potrf", [e.char_arg("U"), e.int_arg(n), w, e.int_arg(n), e.info], 1)
+    e.if_finite(lambda: e.fortran("potrf", [e.char_arg("U"), e.int_arg(n), w, e.int_arg(n), e.info], 1))
     # the factor's diagonal (real) is finite whenever ?potrf succeeds on a finite matrix, unless it overflowed
     e.b.store(ir.Constant(F64, 0.0), e.acc)
     e.loop(0, n, lambda i: e.finite(z.cload(w, e.lin((i, n + 1)))[0]), "zd")
@@ -239,11 +235,7 @@ def _spectral(e: _Call, z: _Parts, body: Callable) -> None:
             z.cstore(a, e.lin((j, m), (i, 1)), v)
 
     e.loop2(m, n, copy, "zcp")
-    with e.b.if_else(e.is_nonfinite(), likely=False) as (bad, good):
-        with bad:
-            e.fail(_c64(NONFINITE))
-        with good:
-            body(e, z, a)
+    e.if_finite(lambda: body(e, z, a))
 
 
 def _heevd(e: _Call, z: _Parts, a: ir.Value) -> None:
