@@ -10,8 +10,9 @@ from __future__ import annotations
 import builtins
 import os
 import sys
+import functools
 import threading
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -27,7 +28,10 @@ __all__ = [
     "LoopLimitError",
     "SourceLocation",
     "user_location",
+    "api_call",
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 _PKG_DIRS = tuple(
     os.path.dirname(os.path.abspath(p)) + os.sep
@@ -57,11 +61,17 @@ def _is_internal(filename: str) -> bool:
 
 
 class SourceLocation(NamedTuple):
-    """A line of user code: file name, line number and function name."""
+    """A line of user code: file name, line number and function name.
+
+    `call` names the public function (``np.linalg.inv``) the user called on that line when the
+    node was built inside it (`api_call`), else None: an error found by one of the internal ops
+    that function is made of names the function, not the op (`LinAlgError.at`).
+    """
 
     filename: str
     lineno: int
     function: str
+    call: str | None = None
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} (in {self.function})"
@@ -87,6 +97,7 @@ def user_location(skip_internal: bool = True) -> SourceLocation | None:
     loc = getattr(_override, "loc", None)
     if loc is not None:
         return loc
+    call = getattr(_override, "call", None)
     known = _FILE_INTERNAL
     f = sys._getframe(1)
     while f is not None:
@@ -96,13 +107,35 @@ def user_location(skip_internal: bool = True) -> SourceLocation | None:
         if internal is None:
             internal = _is_internal(fn)
         if not (skip_internal and internal):
-            key = (fn, f.f_lineno, code.co_name)
+            key = (fn, f.f_lineno, code.co_name, call)
             loc = _LOCATIONS.get(key)
             if loc is None:
                 loc = _LOCATIONS[key] = SourceLocation(*key)
             return loc
         f = f.f_back
     return getattr(_override, "default", None)
+
+
+def api_call(name: str) -> Callable[[F], F]:
+    """Decorate a public function so that the nodes it builds record `name` as their call.
+
+    While the function runs, `user_location` returns the user's line with ``call=name``; the
+    outermost decorated function wins (``np.linalg.inv`` built on ``solve`` stays ``inv``). The
+    evaluator and compiled code then report a failure on values inside it (a singular matrix
+    found by an internal triangular solve) as `name`'s (`LinAlgError.at`).
+    """
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            if getattr(_override, "call", None) is not None:
+                return fn(*args, **kwargs)
+            _override.call = name
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _override.call = None
+        return inner  # type: ignore[return-value]
+    return wrap
 
 
 class SymgraphError(Exception):
@@ -179,6 +212,23 @@ class LinAlgError(SymgraphError, np.linalg.LinAlgError):
     for NumPy catches it. Raised by the evaluator, by eager calls and by compiled code (from LAPACK's
     `info`, after the call); the message names the op and ends with the user's line."""
 
-    def at(self, location: SourceLocation | None) -> "LinAlgError":
-        """The same error pointing at `location` (the line of the node that failed)."""
-        return type(self)(self.message, location) if location is not None else self
+    def at(self, location: SourceLocation | None, role: str | None = None) -> "LinAlgError":
+        """The same error pointing at `location` (the line of the node that failed).
+
+        When the node was built inside a public function (`location.call`, see `api_call`) whose
+        message names an internal op ("triangular_solve: singular matrix ..."), the message names
+        the function instead and says which internal op found the failure, and whether it was in
+        the function's derivative (`role` "backward" or "tangent").
+        """
+        if location is None:
+            return self
+        message = self.message
+        call = location.call
+        if call is not None and not message.startswith(call):
+            op, sep, rest = message.partition(": ")
+            deriv = " (in its derivative)" if role in ("backward", "tangent") else ""
+            if sep and op != call.rpartition(".")[2]:
+                message = f"{call}{deriv}: {rest} (found by its internal step {op})"
+            elif sep:
+                message = f"{call}{deriv}: {rest}"
+        return type(self)(message, location)

@@ -53,7 +53,8 @@ def evaluate_flat(outputs: Sequence[Node], order: Sequence[Node], env: dict[Node
                 try:
                     v = op.impl(*vals, **n.params)
                 except LinAlgError as e:  # a failure on values (LAPACK info): point at the node's line
-                    raise e.at(meta(n).location) from None
+                    m = meta(n)
+                    raise e.at(m.location, m.role) from None
                 env[n] = np.asarray(v, dtype=n.dtype) if not (isinstance(v, np.ndarray) and v.dtype == n.dtype) else v
             for x in n.inputs:
                 if last.get(x) == i and x in env:

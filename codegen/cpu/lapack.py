@@ -360,15 +360,16 @@ def lapack_error(plan: LapackPlan, arena: np.ndarray) -> LinAlgError | None:
         return None
     call = plan.order[int(st[0]) - 1]
     info = int(st[1])
-    loc = meta(call.node).location  # the user's line that made the node (at trace time), as the evaluator says
+    m = meta(call.node)  # the user's line that made the node (at trace time), as the evaluator says
+    loc, role = m.location, m.role
     if call.routine in ("potrf", "trsm", "getrf", "chol_rev"):
-        return _factor_error(call, info, int(st[2]), int(st[3])).at(loc)
+        return _factor_error(call, info, int(st[2]), int(st[3])).at(loc, role)
     if info == NONFINITE:
-        return LinAlgError(f"{call.op}: the matrix contains NaN or infinity").at(loc)
+        return LinAlgError(f"{call.op}: the matrix contains NaN or infinity").at(loc, role)
     what = {"syevd": "the eigenvalue algorithm did not converge", "heevd": "the eigenvalue algorithm did not converge",
             "geev": "the eigenvalue algorithm did not converge", "gesdd": "SVD did not converge",
             "geqrf": "QR failed"}[call.routine]
-    return LinAlgError(f"{call.op}: LAPACK failed: {what} (?{call.routine} info = {info})").at(loc)
+    return LinAlgError(f"{call.op}: LAPACK failed: {what} (?{call.routine} info = {info})").at(loc, role)
 
 
 def _factor_error(call: LapackCall, info: int, index: int, detail: int) -> LinAlgError:

@@ -19,7 +19,7 @@ import numpy as _np
 
 from .. import lax as L
 from ..custom import custom_jvp
-from ..errors import DTypeError, ShapeError, UnsupportedOpError
+from ..errors import api_call, DTypeError, ShapeError, UnsupportedOpError
 from ..ir import Node
 from ..ops import eig as E
 from ..ops import spectral as S
@@ -70,6 +70,7 @@ def _symmetric_from(a: Node, uplo: str, fn: str) -> Node:
     return L.add(tri, mH(strict))
 
 
+@api_call("np.linalg.eigh")
 def eigh(a: Any, UPLO: str = "L") -> Any:  # noqa: N803  (NumPy's name)
     """np.linalg.eigh: eigenvalues (ascending) and eigenvectors of symmetric (complex: Hermitian) matrices (..., n, n).
 
@@ -94,6 +95,7 @@ def eigh(a: Any, UPLO: str = "L") -> Any:  # noqa: N803  (NumPy's name)
     return EighResult(w, v)
 
 
+@api_call("np.linalg.eigvalsh")
 def eigvalsh(a: Any, UPLO: str = "L") -> Any:  # noqa: N803
     """np.linalg.eigvalsh: eigenvalues (..., n), ascending, of symmetric matrices (the triangle UPLO).
 
@@ -108,6 +110,7 @@ def eigvalsh(a: Any, UPLO: str = "L") -> Any:  # noqa: N803
     return L.bind("eigvalsh", _symmetric_from(a, UPLO, "eigvalsh"), uplo=UPLO)
 
 
+@api_call("np.linalg.eig")
 def eig(a: Any) -> Any:
     """np.linalg.eig: eigenvalues and right eigenvectors of general square matrices (..., n, n), real or complex.
 
@@ -134,6 +137,7 @@ def eig(a: Any) -> Any:
     return _np.linalg._linalg.EigResult(w, v)
 
 
+@api_call("np.linalg.eigvals")
 def eigvals(a: Any) -> Any:
     """np.linalg.eigvals: the eigenvalues (..., n) of general square matrices, complex (as `eig`'s, values only:
     ?geev with jobvr 'N', as NumPy). The derivative binds eig: dw = diag(V^-1 dA V).
@@ -146,6 +150,7 @@ def eigvals(a: Any) -> Any:
     return L.bind("eigvals", _matrix(a, "eigvals", square=True, complex_ok=True))
 
 
+@api_call("np.linalg.svd")
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> Any:
     """np.linalg.svd: a = U diag(S) Vh for (..., m, n) matrices, S descending (LAPACK ?gesdd, as NumPy).
 
@@ -215,6 +220,7 @@ def _reverse_last(x: Node) -> Node:
     return L.bind("slice", x, starts=(0,) * (nd - 1) + (n - 1,), stops=x.shape[:-1] + (-1,), steps=(1,) * (nd - 1) + (-1,))
 
 
+@api_call("np.linalg.svdvals")
 def svdvals(x: Any, /) -> Any:
     """np.linalg.svdvals (NumPy 2): the singular values (..., min(m, n)), descending.
 
@@ -228,6 +234,7 @@ def svdvals(x: Any, /) -> Any:
     return L.bind("svdvals", _matrix(x, "svdvals", complex_ok=True))
 
 
+@api_call("np.linalg.qr")
 def qr(a: Any, mode: str = "reduced") -> Any:
     """np.linalg.qr: a = Q R for (..., m, n) matrices (LAPACK ?geqrf and ?orgqr, as NumPy).
 
@@ -299,6 +306,7 @@ def _pinv_jvp(primals: tuple, tangents: tuple) -> tuple:
     return p, L.add(L.add(t1, t2), t3)
 
 
+@api_call("np.linalg.pinv")
 def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _np._NoValue) -> Any:
     """np.linalg.pinv: the Moore-Penrose pseudo-inverse (..., n, m) of (..., m, n), by the SVD, singular values
     at most rcond·max(s) dropped (NumPy's default rcond 1e-15; rtol=None: max(m, n)·eps).
@@ -329,6 +337,7 @@ def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _np.
     return _pinv(a, rcond)
 
 
+@api_call("np.linalg.lstsq")
 def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
     """np.linalg.lstsq: the least-squares solution x (n,) or (n, k) of a (m, n) x = b (m,) or (m, k).
 
@@ -377,6 +386,7 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
     return x, resid, rank, s
 
 
+@api_call("np.linalg.matrix_rank")
 def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:  # noqa: N803
     """np.linalg.matrix_rank: the number of singular values above the tolerance (int64, derivative-free).
 
@@ -435,6 +445,7 @@ def matrix_norm_sv(x: Node, ord: Any, axes: tuple[int, int], keepdims: bool) -> 
     return out
 
 
+@api_call("np.linalg.cond")
 def cond(x: Any, p: Any = None) -> Any:
     """np.linalg.cond: the condition number s_max / s_min for p None, 2 (and s_min / s_max for -2), else
     norm(x, p) · norm(inv(x), p) (inv through np.linalg.inv's rule). Real or complex matrices (a real result).
@@ -454,6 +465,7 @@ def cond(x: Any, p: Any = None) -> Any:
     return L.mul(_np.linalg.norm(x, p, axis=(-2, -1)), _np.linalg.norm(_np.linalg.inv(x), p, axis=(-2, -1)))
 
 
+@api_call("np.linalg.matrix_power")
 def matrix_power(a: Any, n: int) -> Any:
     """np.linalg.matrix_power: a^n for square (..., m, m) a and integer n, by repeated squaring
     (n < 0: the inverse's power, through np.linalg.inv's rule; n = 0: the identity).
@@ -501,6 +513,7 @@ def _chain_order(dims: Sequence[int]) -> list:
     return split
 
 
+@api_call("np.linalg.multi_dot")
 def multi_dot(arrays: Sequence[Any], *, out: Any = None) -> Any:
     """np.linalg.multi_dot: the product of 2-d matrices (the first and last may be 1-d) in the cheapest order.
 

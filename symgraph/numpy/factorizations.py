@@ -14,7 +14,7 @@ from typing import Any
 import numpy as _np
 
 from .. import lax as L
-from ..errors import DTypeError, LinAlgError, ShapeError
+from ..errors import api_call, DTypeError, LinAlgError, ShapeError
 from ..ir import Node
 from ..ops import factor as F
 from .base import _shape
@@ -97,6 +97,7 @@ def solve_general(a: Any, b: Any, op: str, factor: Any = None) -> Any:
     return x
 
 
+@api_call("np.linalg.solve")
 def solve(a: Any, b: Any) -> Any:
     """np.linalg.solve: x with a @ x = b, through LU with partial pivoting (getrf, then two trsm).
 
@@ -124,6 +125,7 @@ def solve(a: Any, b: Any) -> Any:
     return solve_general(a, b, "solve")
 
 
+@api_call("np.linalg.inv")
 def inv(a: Any) -> Any:
     """np.linalg.inv: the inverse of each matrix (..., n, n), as the solve a x = I (LU).
 
@@ -149,6 +151,7 @@ def lu_diagonal(a: Any, op: str) -> tuple:
     return F.diagonal(lu), L.cast(F.pivot_sign(ipiv), a.dtype)
 
 
+@api_call("np.linalg.det")
 def det(a: Any) -> Any:
     """np.linalg.det: the product of U's diagonal from LU, times the sign of the row swaps.
 
@@ -166,6 +169,7 @@ def det(a: Any) -> Any:
     return L.mul(sign, L.reduce("prod", d, axis=-1))
 
 
+@api_call("np.linalg.slogdet")
 def slogdet(a: Any) -> Any:
     """np.linalg.slogdet: (sign, log|det|) from LU's diagonal, as NumPy's SlogdetResult.
 
@@ -195,6 +199,7 @@ def slogdet(a: Any) -> Any:
     return _np.linalg._linalg.SlogdetResult(s, logabs)
 
 
+@api_call("np.linalg.cholesky")
 def cholesky(a: Any, /, *, upper: bool = False) -> Any:
     """np.linalg.cholesky: L with a = L Lᵀ, reading a's lower triangle (upper=True: U = Lᵀ with
     a = Uᵀ U, reading the upper triangle), as NumPy's.
@@ -220,6 +225,7 @@ def cholesky(a: Any, /, *, upper: bool = False) -> Any:
     return L.bind("cholesky", a)
 
 
+@api_call("np.linalg.tensorinv")
 def tensorinv(a: Any, ind: int = 2) -> Any:
     """np.linalg.tensorinv: the inverse of a (a.shape[:ind] x a.shape[ind:]) tensor as a matrix, reshaped to
     a.shape[ind:] + a.shape[:ind] (so that tensordot(tensorinv(a), a, ind) is the identity), as NumPy's:
@@ -241,6 +247,7 @@ def tensorinv(a: Any, ind: int = 2) -> Any:
     return L.reshape(inv(L.reshape(a, (rows, size // rows))), old[ind:] + old[:ind])  # inv: LinAlgError if not square
 
 
+@api_call("np.linalg.tensorsolve")
 def tensorsolve(a: Any, b: Any, axes: Any = None) -> Any:
     """np.linalg.tensorsolve: x with tensordot(a, x, x.ndim) = b, as NumPy's: a's `axes` moved to the end,
     then the solve of a (prod(b.shape), prod(x.shape)) matrix against b flattened; x has shape

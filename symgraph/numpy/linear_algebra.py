@@ -11,7 +11,7 @@ from typing import Any
 import numpy as _np
 
 from .. import lax as L
-from ..errors import LinAlgError, ShapeError, UnsupportedOpError
+from ..errors import LinAlgError, api_call, ShapeError, UnsupportedOpError
 from ..ir import Node
 from ..ops.core import normalize_axes
 from . import factorizations as _fz
@@ -74,6 +74,7 @@ def _vector_norm(x: Any, ord: Any, ax: int) -> Any:
     return power(s, 1.0 / p)
 
 
+@api_call("np.linalg.norm")
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
     """np.linalg.norm: vector norms (every ord) over one axis, matrix norms (None/'fro', 1, -1, inf, -inf, and 2, -2, 'nuc' from the
     singular values, `decompositions.matrix_norm_sv`) over two; with axis None, a 1-d or 2-d x picks by its rank (any rank for ord None: the 2-norm of the
@@ -131,6 +132,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     return _keep(out, x.shape, (r, c), keepdims)
 
 
+@api_call("np.linalg.vector_norm")
 def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:  # noqa: A002
     """np.linalg.vector_norm (NumPy 2): the vector norm over `axis` (None: all elements; a tuple: those axes
     flattened into one), any ord of `norm`'s vector norms.
@@ -151,6 +153,7 @@ def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any
     return out
 
 
+@api_call("np.linalg.matrix_norm")
 def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:  # noqa: A002
     """np.linalg.matrix_norm (NumPy 2): `norm` over the last two axes (every matrix ord, 2 / -2 / 'nuc' from
     the singular values).

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import lax as L
-from ..errors import LinAlgError, ShapeError, UnsupportedOpError
+from ..errors import api_call, LinAlgError, ShapeError, UnsupportedOpError
 from ..ops import factor as F
 from ..numpy import factorizations as _fz
 from .matfuncs import expm  # noqa: F401  (scipy.linalg.expm: symgraph/scipy/matfuncs.py)
@@ -78,6 +78,7 @@ def _floats(a: Any, b: Any, op: str) -> tuple[Any, Any]:
     return _fz.float_matrix(a, op, 0, b.dtype, complex_ok=True), b
 
 
+@api_call("scipy.linalg.solve_triangular")
 def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_diagonal: bool = False,
                      overwrite_b: bool = False, check_finite: bool = True) -> Any:
     """x with op(a) x = b for triangular a, reading only its `lower` (or upper) triangle (BLAS trsm).
@@ -104,6 +105,7 @@ def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_d
     return _out(_tri(a_, b_, bool(lower), t, bool(unit_diagonal), c), vec)
 
 
+@api_call("scipy.linalg.cholesky")
 def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """The Cholesky factor of a: upper U with a = Uᴴ U (default, reading a's upper triangle) or lower
     L with a = L Lᴴ (lower=True, reading the lower triangle), as SciPy's (LAPACK potrf); for real a,
@@ -122,6 +124,7 @@ def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finit
     return F.mH(L.bind("cholesky", F.mH(a)))
 
 
+@api_call("scipy.linalg.cho_factor")
 def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
     """(c, lower) for `cho_solve`: c is `cholesky(a, lower)`.
 
@@ -130,6 +133,7 @@ def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False, check_fin
     return cholesky(a, lower=lower), bool(lower)
 
 
+@api_call("scipy.linalg.cho_solve")
 def cho_solve(c_and_lower: tuple, b: Any, overwrite_b: bool = False, check_finite: bool = True) -> Any:
     """x with a x = b from a's `cho_factor` (c, lower): two triangular solves with c.
 
@@ -148,6 +152,7 @@ def cho_solve(c_and_lower: tuple, b: Any, overwrite_b: bool = False, check_finit
     return _out(x, vec)
 
 
+@api_call("scipy.linalg.lu_factor")
 def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
     """(lu, piv) as SciPy's: lu holds L (unit diagonal, not stored) below the diagonal and U on and
     above it, piv LAPACK's 0-based row swaps (int32), for P a = L U with partial pivoting (getrf).
@@ -162,6 +167,7 @@ def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> t
     return lu, L.cast(ipiv, np.int32)
 
 
+@api_call("scipy.linalg.lu_solve")
 def lu_solve(lu_and_piv: tuple, b: Any, trans: Any = 0, overwrite_b: bool = False, check_finite: bool = True) -> Any:
     """x with a x = b (trans 1/'T': aᵀ x = b, 2/'C': aᴴ x = b) from a's `lu_factor` (lu, piv).
 
@@ -195,6 +201,7 @@ def lu_solve(lu_and_piv: tuple, b: Any, trans: Any = 0, overwrite_b: bool = Fals
     return _out(x, vec)
 
 
+@api_call("scipy.linalg.det")
 def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """The determinant (`symgraph.numpy.linalg.det`: LU; 0 for an exactly singular a)."""
     if not L.is_node(a):
@@ -203,6 +210,7 @@ def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     return L.mul(sign, L.reduce("prod", d, axis=-1))
 
 
+@api_call("scipy.linalg.inv")
 def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """The inverse (`symgraph.numpy.linalg.inv`: LU, then a solve with the identity).
 
@@ -214,6 +222,7 @@ def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     return F.lu_solve(L.bind("lu", a), np.broadcast_to(np.eye(n, dtype=a.dtype), _shape(a)))
 
 
+@api_call("scipy.linalg.solve")
 def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False, overwrite_b: bool = False,
           check_finite: bool = True, assume_a: str | None = None, transposed: bool = False) -> Any:
     """x with a x = b (transposed: aᵀ x = b), as SciPy's.
@@ -242,6 +251,7 @@ def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False, overwr
     return _fz.solve_general(a, b, "solve")
 
 
+@api_call("scipy.linalg.solve_banded")
 def solve_banded(l_and_u: tuple, ab: Any, b: Any, overwrite_ab: bool = False, overwrite_b: bool = False,
                  check_finite: bool = True) -> Any:
     """x with a x = b for a banded a given in SciPy's diagonal-ordered form `ab`.
@@ -281,6 +291,7 @@ def solve_banded(l_and_u: tuple, ab: Any, b: Any, overwrite_ab: bool = False, ov
     return solve(dense, b)
 
 
+@api_call("scipy.linalg.solve_sylvester")
 def solve_sylvester(a: Any, b: Any, q: Any) -> Any:
     """x with a x + x b = q (the Sylvester equation), as SciPy's.
 

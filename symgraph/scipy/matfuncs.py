@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import lax as L
-from ..errors import DTypeError, ShapeError
+from ..errors import api_call, DTypeError, ShapeError
 from ..numpy import factorizations as _fz
 
 __all__ = ["expm", "MAX_SQUARINGS"]
@@ -36,6 +36,7 @@ def _mm(a: Any, b: Any) -> Any:
     return L.matmul(a, b)
 
 
+@api_call("scipy.linalg.expm")
 def expm(A: Any) -> Any:  # noqa: N803  (SciPy's name)
     """scipy.linalg.expm: the matrix exponential of (..., n, n) float32/float64/complex64/complex128
     matrices (ints as float64). Complex A: holomorphic, JAX's convention (docs/complex.md).
