@@ -216,6 +216,7 @@ def _program_stats(order: list, prog: Any, bp: Any, info: dict, light: bool, vm:
         "parallel_kernels": info["parallel"],
         "concurrent_gemms": info["concurrent_gemms"],
         "kernel_functions": info["kernel_functions"],
+        "entry_optimized": info.get("entry_optimized", True),
         "threads": info["threads"],
         "blas_threads": info.get("blas_threads"),
         "materialized": sum(1 for n in prog.materialized if n.op.kind != "source"),

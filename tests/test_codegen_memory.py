@@ -4,6 +4,8 @@
   function; the shared code gives bitwise the results of one function per
   kernel, also threaded and through the disk cache;
 - kernels whose IR is equal but whose calls pass another trip count stay apart;
+- a program of many kernels gets an unoptimized entry and one piece function per
+  product shape, with the bits of the optimized entry and a function per product;
 - `call_bytes` is the arena plus the fresh output arrays (what a call holds);
 - `jit.release_memory` trims the C heap where glibc has `malloc_trim`.
 """
@@ -20,6 +22,7 @@ import symgraph.numpy as snp
 
 codegen = pytest.importorskip("codegen")
 from codegen import jit  # noqa: E402
+from codegen.llvm import gemm as G  # noqa: E402
 from codegen.llvm import module as P  # noqa: E402
 
 
@@ -87,6 +90,42 @@ def test_shared_kernels_are_called_not_inlined():
     assert defs, "the shared kernels were inlined into entry"
     calls = sum(len(re.findall(rf'call [^\n]*@"?{d}"?\(', opt)) for d in defs)
     assert calls > len(defs)
+
+
+def test_deep_chain_plain_entry_and_shared_product_pieces_keep_the_bits(monkeypatch):
+    """24 layers (width 64, batch 512): `entry` is left unoptimized and the products' piece functions are
+    one per shape; the gradient has the bits of the optimized entry with one piece function per product."""
+    import itertools
+
+    f, args = _chain_grad(L=24, width=64, batch=512)
+    cf = sg.compile(f)
+    got = cf(*args)
+    st = cf.stats
+    assert st["kernels"] >= P.PLAIN_ENTRY_MIN_KERNELS and st["entry_optimized"] is False
+    text = cf._current().exe.jitted.ir_text
+    assert re.search(r'^define [^\n]*@"?entry"?\([^\n]*optnone', text, flags=re.MULTILINE)
+    pieces = re.findall(r'^define [^\n]*@"?(gemm_piece_\w+)"?\(', text, flags=re.MULTILINE)
+    if st["parallel_kernels"]:  # products cut into pieces on the pool: 3 shapes (forward, two gradients)
+        assert 1 <= len(pieces) <= 4 < st["gemm_kernels"]
+    counter = itertools.count()
+    monkeypatch.setattr(P, "PLAIN_ENTRY_MIN_KERNELS", 10 ** 9)
+    monkeypatch.setattr(G, "_piece_key", lambda *a: ("unshared", next(counter)))
+    ref_cf = sg.compile(f)
+    want = ref_cf(*args)
+    assert ref_cf.stats["entry_optimized"] is True
+    ref_pieces = re.findall(r'^define [^\n]*@"?(gemm_piece_\w+)"?\(', ref_cf._current().exe.jitted.ir_text,
+                            flags=re.MULTILINE)
+    assert len(ref_pieces) >= len(pieces)
+    if st["parallel_kernels"]:
+        assert len(ref_pieces) > len(pieces)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    Ws, bs, x = args
+    h = [np.asarray(x, np.float64)]
+    for W, b in zip(Ws, bs):
+        h.append(np.tanh(h[-1] @ W + b))
+    d = 2 * h[-1] * (1 - h[-1] ** 2)
+    np.testing.assert_allclose(got[-1], h[-2].T @ d, rtol=2e-3, atol=2e-4)
 
 
 def test_equal_bodies_with_other_trip_counts_stay_apart():

@@ -91,6 +91,9 @@ class LoweringContext:
         #: constant Expr -> its ir.Constant (constants belong to no function: kernels share them,
         #: and llvmlite formats each once)
         self.expr_consts: dict[Any, ir.Constant] = {}
+        #: what an emitted helper function depends on -> that function, so that equal helpers (the piece
+        #: function of every layer's product, `gemm.gemm_piece_fn`) are emitted and compiled once
+        self.emitted: dict[tuple, ir.Function] = {}
 
     # -- declarations --
 

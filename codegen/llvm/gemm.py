@@ -259,6 +259,10 @@ def gemm_piece_fn(cx: LoweringContext, task: Any, label: str, blas: dict, axis: 
     returned, in that order), lo and hi (`emit_gemm`'s piece numbering).
     """
     bases = [task.gemm["a"]["base"], task.gemm["b"]["base"], task.node]
+    key = _piece_key(task, bases, axis, blas)
+    fn = cx.emitted.get(key)
+    if fn is not None:
+        return fn, bases
     fn = ir.Function(cx.module, ir.FunctionType(PTR, [PTR]), f"gemm_piece_{label}")
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
@@ -275,7 +279,24 @@ def gemm_piece_fn(cx: LoweringContext, task: Any, label: str, blas: dict, axis: 
     finally:
         cx.builder = outer
     fb.ret(ir.Constant(PTR, None))
+    cx.emitted[key] = fn
     return fn, bases
+
+
+def _piece_key(task: Any, bases: list, axis: str, blas: dict) -> tuple:
+    """What `gemm_piece_fn`'s function depends on besides its context: shapes, dtype, the views' offsets,
+    strides, transposition and leading dimensions, alpha and beta, the axis cut, and which of the three
+    base pointers are the same buffer (the function loads each distinct one once)."""
+    mm = task.gemm.get("mm", task.node)
+    first: dict = {}
+    same = tuple(first.setdefault(x, i) for i, x in enumerate(bases))
+
+    def view(v: dict) -> tuple:
+        return tuple(sorted((f, x) for f, x in v.items() if f != "base"))
+
+    return ("gemm_piece", task.node.shape, task.node.dtype.str, mm.inputs[0].shape, mm.inputs[1].shape,
+            float(task.gemm.get("alpha", 1.0)), float(task.gemm.get("beta", 0.0)), view(task.gemm["a"]),
+            view(task.gemm["b"]), axis, same, blas[task.node.dtype.str])
 
 
 def emit_gemm_pair(cx: LoweringContext, ab: ir.IRBuilder, tasks: list, label: str, ptr_of: Any, blas: dict,
@@ -297,6 +318,18 @@ def emit_gemm_pair(cx: LoweringContext, ab: ir.IRBuilder, tasks: list, label: st
         axis, ranges = gemm_pieces(t, nthreads) or ("m", [(0, t.node.shape[0])])
         fn, bases = gemm_piece_fn(cx, t, f"{label}_{ti}", blas, axis)
         pieces.append((fn, bases, ranges))
+    key = ("gemm_pair", pieces[0][0].name, pieces[1][0].name)
+    disp = cx.emitted.get(key)
+    rows = [[ir.Constant(I64, ti)] + [ptr_of(x) for x in bases] + [ir.Constant(I64, lo), ir.Constant(I64, hi)]
+            for ti, (_fn, bases, ranges) in enumerate(pieces) for lo, hi in ranges]
+    if disp is None:
+        disp = cx.emitted[key] = _pair_fn(cx, label, pieces[0][0], pieces[1][0])
+    run_on_pool(cx.builder, ab, pool, disp, rows, nthreads, f"pairctx{label}")
+    return True
+
+
+def _pair_fn(cx: LoweringContext, label: str, first_fn: ir.Function, second_fn: ir.Function) -> ir.Function:
+    """`ptr gemm_pair_<label>(ptr ctx)`: `first_fn` or `second_fn` on ctx + 8 bytes, as ctx's first field is 0 or not."""
     disp = ir.Function(cx.module, ir.FunctionType(PTR, [PTR]), f"gemm_pair_{label}")
     disp.linkage = "internal"
     disp.attributes.add("nounwind")
@@ -306,11 +339,8 @@ def emit_gemm_pair(cx: LoweringContext, ab: ir.IRBuilder, tasks: list, label: st
     rest = db.gep(ctx, [ir.Constant(I64, 1)], source_etype=I64)
     with db.if_else(db.icmp_signed("==", which, ir.Constant(I64, 0))) as (first, second):
         with first:
-            db.call(pieces[0][0], [rest])
+            db.call(first_fn, [rest])
         with second:
-            db.call(pieces[1][0], [rest])
+            db.call(second_fn, [rest])
     db.ret(ir.Constant(PTR, None))
-    rows = [[ir.Constant(I64, ti)] + [ptr_of(x) for x in bases] + [ir.Constant(I64, lo), ir.Constant(I64, hi)]
-            for ti, (_fn, bases, ranges) in enumerate(pieces) for lo, hi in ranges]
-    run_on_pool(cx.builder, ab, pool, disp, rows, nthreads, f"pairctx{label}")
-    return True
+    return disp

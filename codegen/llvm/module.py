@@ -344,6 +344,31 @@ def _mark_noinline(prog: Program, calls: dict, shared: dict, uses: dict, chunked
             f.attributes.add("noinline")
 
 
+#: A program of at least this many kernels gets an entry function LLVM does not optimize (`_plain_entry`).
+PLAIN_ENTRY_MIN_KERNELS = 24
+
+
+def _plain_entry(prog: Program, loops: _LoopKernels) -> bool:
+    """Whether `entry` is left unoptimized (`optnone`, code generation at level 0), its kernels out of line.
+
+    The entry of a program of many kernels is one long block of calls and of the stores that fill
+    the thread pool's job contexts (pointers and ranges), and O3 on it is superlinear in its length:
+    on the W5 depth chain's gradient (bench/w5_depth.py) at 64 layers, the SLP vectorizer and dead
+    store elimination on `entry` took 0.47 of the 0.57 s LLVM spent optimizing the module, at 16
+    layers 0.11 of 0.16 s; nothing in it gains from optimization (a call per kernel). The kernels then
+    stay functions of their own (`noinline`), optimized as before: their optimized IR was the same
+    text (attribute numbering aside) on that chain at 64 layers, and the gradient the same bits.
+    Programs of fewer than `PLAIN_ENTRY_MIN_KERNELS` kernels, and those whose entry holds loops of
+    its own (loop regions, LAPACK's finiteness checks, the combination of column-sum partial
+    vectors), keep the optimized entry.
+    """
+    if len(prog.kernels) < PLAIN_ENTRY_MIN_KERNELS:
+        return False
+    if any(k.kind in (KernelKind.REGION, KernelKind.LAPACK) for k in prog.kernels):
+        return False
+    return not any(plan.row_partials for plan in loops.plans.values())
+
+
 class _Entry:
     """Stage 3 and after: the entry function being built, its builders and the base pointer of every buffer.
 
@@ -355,8 +380,9 @@ class _Entry:
 
     def __init__(self, cx: LoweringContext, prog: Program, ref: dict, loops: _LoopKernels, blas: dict | None,
                  nthreads: int, abi: str, info: dict, raw: bool = False, regions: dict | None = None,
-                 lapack: Any = None):
+                 lapack: Any = None, plain: bool = False):
         self.cx = cx
+        self.plain = plain
         self.raw = raw or not OBJECT_ABI  # the entry takes raw pointer arrays (a loop body's entry: `region`)
         self.regions = regions or {}  # loop region -> its compiled body (`codegen.llvm.region.RegionBody`)
         self.lapack = lapack
@@ -382,7 +408,11 @@ class _Entry:
             fn.attributes.add("nounwind")
             ins, outs, arena, consts = fn.args
             ab = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.fn = fn
         self.args = {"in": ins, "out": outs, "const": consts}
+        if plain:  # `_plain_entry`; `optnone` requires `noinline` (nothing calls `entry` but Python)
+            fn.attributes.add("noinline")
+            fn.attributes.add("optnone")
         self.start_bb = fn.append_basic_block("start")
         self.ab = ab
         self.b = b = ir.IRBuilder(self.start_bb)
@@ -402,9 +432,11 @@ class _Entry:
                 b.call(cx.function(self.blas_ctl[0], VOID, [I32]), [ir.Constant(I32, self.n_blas)])
         self.arena_base = b.load(b.gep(arena, [ir.Constant(I64, ARRAY_DATA_OFFSET)], source_etype=I8), typ=PTR) \
             if not self.raw else arena
-        # all base pointers up front (dominate every use)
-        for r in sorted(set(ref.values()), key=repr):
-            self.ptr_of_ref(r)
+        # all base pointers up front (dominate every use); a plain entry computes each where it is used,
+        # as code generation at level 0 would keep a thousand of them live across the whole entry
+        if not plain:
+            for r in sorted(set(ref.values()), key=repr):
+                self.ptr_of_ref(r)
         if lapack is not None:  # the LAPACK status slot, zeroed (the executable reads it after the call)
             self.status = b.gep(self.arena_base, [ir.Constant(I64, lapack.status_offset)], source_etype=I8)
             self.scratch = b.gep(self.arena_base, [ir.Constant(I64, lapack.scratch_offset)], source_etype=I8)
@@ -419,6 +451,13 @@ class _Entry:
             return b.load(b.gep(obj, [ir.Constant(I64, ARRAY_DATA_OFFSET)], source_etype=I8), typ=PTR)
         return b.load(b.gep(tup, [ir.Constant(I64, k)], source_etype=PTR), typ=PTR)
 
+    def next_block(self, ki: int) -> None:
+        """Continue the entry in a new basic block (a plain entry's kernel calls, one block each: instruction
+        selection and register coalescing at level 0 were superlinear in the length of one block)."""
+        bb = self.b.function.append_basic_block(f"k{ki}")
+        self.b.branch(bb)
+        self.b.position_at_end(bb)
+
     def ptr_of_ref(self, r: Any) -> ir.Value:
         """The base pointer of buffer `r` (a `BufferPlan.ref` value), loaded once."""
         p = self.ptrs.get(r)
@@ -428,7 +467,8 @@ class _Entry:
                 p = self.b.gep(self.arena_base, [ir.Constant(I64, v)], inbounds=True, source_etype=I8)
             else:
                 p = self._item(self.args[kind], v)
-            self.ptrs[r] = p
+            if not self.plain:
+                self.ptrs[r] = p
         return p
 
     def ptr_of(self, node: Any) -> ir.Value:
@@ -618,9 +658,17 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     loops = _emit_loop_kernels(cx, prog, bp.ref, nthreads)
     info = {"kernels": [], "parallel": 0, "concurrent_gemms": 0, "threads": nthreads, "profile": profile,
             "kernel_functions": loops.functions, "loop_kernel_calls": len(loops.calls)}
-    entry = _Entry(cx, prog, bp.ref, loops, blas, nthreads, abi, info, raw=raw, regions=regions, lapack=lapack)
+    plain = _plain_entry(prog, loops)
+    if plain:
+        for f in {kc.fn.name: kc.fn for kc in loops.calls.values()}.values():
+            f.attributes.add("noinline")
+    info["entry_optimized"] = not plain
+    entry = _Entry(cx, prog, bp.ref, loops, blas, nthreads, abi, info, raw=raw, regions=regions, lapack=lapack,
+                   plain=plain)
     prof = _Profile(entry, len(prog.kernels)) if profile else None
     for ki, k in enumerate(prog.kernels):
+        if plain:
+            entry.next_block(ki)
         t0 = prof.now() if prof is not None else None
         KERNEL_CALLS[k.kind](entry, ki, k)
         if prof is not None:
