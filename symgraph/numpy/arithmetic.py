@@ -219,8 +219,37 @@ absolute = abs
 
 
 def sign(x: Any) -> Any:
-    """-1, 0, 1; zero derivative."""
+    """-1, 0, 1 (NaN for NaN); zero derivative.
+
+    Complex x (NumPy 2's definition): z / |z|, and 0 at z = 0, a complex result of x's dtype (see
+    `_complex_sign`); its derivative is that of z / |z| under JAX's convention (docs/complex.md), 0 at 0.
+    """
+    if _is_complex(x):
+        return _complex_sign(x)
     return L.unary("sign", x, float_op=False)
+
+
+def _complex_sign(z: Any) -> Any:
+    """NumPy 2's complex sign, case by case as its loop (numpy/_core/src/umath/loops.c.src, CSIGN): with
+    r = hypot(x, y), (x/r, y/r) for a finite nonzero r; (+0, +0) at r = 0; for an infinite r, (±1, +0) when
+    only x is infinite, (+0, ±1) when only y is, NaN when both are; NaN for a NaN r (a NaN part, neither
+    infinite). Composed of real ops on the parts, so it differentiates (order 2, both modes) and compiles
+    as any real composite; the zero branch is guarded (r replaced by 1) so its derivative is 0, not NaN."""
+    z = z if isinstance(z, Node) else _np.asarray(z)
+    x, y = L.bind("real", z), L.bind("imag", z)
+    dt = x.dtype
+    r = L.binary("hypot", x, y, float_op=True)
+    zero = equal(r, 0.0)
+    rs = where(zero, _np.asarray(1.0, dt), r)
+    re, im = where(zero, _np.asarray(0.0, dt), divide(x, rs)), where(zero, _np.asarray(0.0, dt), divide(y, rs))
+    xinf, yinf = equal(abs(x), _np.inf), equal(abs(y), _np.inf)
+    one = _np.asarray(1.0, dt)
+    unit = lambda v: where(less(v, 0.0), -one, one)  # noqa: E731  (±1 of an infinite part)
+    nan, z0 = _np.asarray(_np.nan, dt), _np.asarray(0.0, dt)
+    both = logical_and(xinf, yinf)
+    re = where(both, nan, where(xinf, unit(x), where(yinf, z0, re)))
+    im = where(both, nan, where(xinf, z0, where(yinf, unit(y), im)))
+    return L.bind("complex", re, im)
 
 
 def floor(x: Any) -> Any:

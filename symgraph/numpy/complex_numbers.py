@@ -116,7 +116,7 @@ COMPLEX_UFUNCS = frozenset({
     "add", "subtract", "multiply", "divide", "true_divide", "negative", "positive", "power", "square", "conjugate",
     "absolute", "exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "equal", "not_equal", "isnan", "matmul",
     "vecdot", "matvec", "vecmat", "log10", "log2", "exp2", "expm1", "log1p", "sinh", "cosh", "reciprocal",
-    "isfinite", "isinf", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh",
+    "isfinite", "isinf", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "sign",
 })
 
 COMPLEX_FUNCTIONS = frozenset({
@@ -125,7 +125,7 @@ COMPLEX_FUNCTIONS = frozenset({
     _np.trace, _np.zeros_like, _np.ones_like, _np.full_like, _np.stack, _np.concatenate, _np.reshape,
     _np.transpose, _np.swapaxes, _np.moveaxis, _np.squeeze, _np.expand_dims, _np.ravel, _np.where, _np.cumsum,
     _np.diag, _np.diagonal, _np.broadcast_to, _np.take, _np.copy, _np.shape, _np.ndim, _np.size, _np.abs,
-    _np.square, _np.var, _np.std, _np.linalg.norm,
+    _np.square, _np.var, _np.std, _np.linalg.norm, _np.sinc,
     # structural and windowed functions (linear maps without conjugation: their rules hold as they are;
     # tests/test_complex_structural.py): correlate conjugates v and nan_to_num works on each part, as NumPy's
     _np.triu, _np.tril, _np.flip, _np.fliplr, _np.flipud, _np.roll, _np.rollaxis, _np.rot90, _np.tile, _np.repeat,
