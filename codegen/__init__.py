@@ -102,9 +102,10 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     from .kernels.buffers import plan_buffers
     from .kernels.expr import release_session
     from .kernels.partition import partition
+    from .kernels.rows import plan_row_segments
     from .kernels.tasks import KernelKind
     from .llvm.context import vmath_module
-    from .llvm.module import build_module, module_text
+    from .llvm.module import build_module, module_text, num_threads
 
     t0 = time.perf_counter()
     if order is None:
@@ -129,11 +130,12 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         prog = partition(graph, order, donate=donate, blas=blas is not None)
         t_fuse = time.perf_counter() - t0
         _dump("fused", graph, kernels=[k.nodes for k in prog.kernels])
-        bp = plan_buffers(prog)
+        segments = plan_row_segments(prog, num_threads() if nthreads is None else nthreads)
+        bp = plan_buffers(prog, segments)
         lapack = _plan_lapack_scratch(prog, bp, raw_entry)
         stage("LLVM IR")
         mod, info = build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile,
-                                 lapack=lapack, raw=raw_entry, regions=regions)
+                                 lapack=lapack, raw=raw_entry, regions=regions, segments=segments)
         text = module_text(mod, info["prefer_512"])
         del mod  # free the llvmlite objects before LLVM parses the text
         release_session()  # the loop-body IR is not needed any more
@@ -214,6 +216,8 @@ def _program_stats(order: list, prog: Any, bp: Any, info: dict, light: bool, vm:
         "gemm_kernels": kinds.count("gemm"),
         "lapack_kernels": kinds.count("lapack"),
         "parallel_kernels": info["parallel"],
+        "row_segments": info.get("row_segments", 0),
+        "row_tiled_kernels": info.get("row_tiled_kernels", 0),
         "concurrent_gemms": info["concurrent_gemms"],
         "kernel_functions": info["kernel_functions"],
         "entry_optimized": info.get("entry_optimized", True),

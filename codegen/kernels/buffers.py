@@ -14,6 +14,9 @@ import numpy as np
 
 from symgraph.passes.schedule import assign_offsets, interval_peak
 
+from symgraph.ir import Node
+
+from .rows import local_row_bytes
 from .tasks import Program
 
 __all__ = ["BufferPlan", "plan_buffers"]
@@ -45,8 +48,17 @@ class BufferPlan:
     call_bytes: int = 0
 
 
-def plan_buffers(prog: Program) -> BufferPlan:
-    """Assign a buffer to every materialized node of a partitioned program."""
+def plan_buffers(prog: Program, segments: list | tuple = ()) -> BufferPlan:
+    """Assign a buffer to every materialized node of a partitioned program.
+
+    Args:
+        prog: the partitioned program.
+        segments: its row-tiled runs (`codegen.kernels.rows.plan_row_segments`): a run-local
+            value gets ref ("tile", run index, byte offset in a tile's scratch, bytes per row) and no slot of
+            its own; each run's scratch copies get one arena slot (`RowSegment.arena_offset`, set
+            here); every other value a run touches stays alive from the run's first kernel to its
+            last (tiles interleave the kernels, so no two of them may share bytes).
+    """
     g = prog.graph
     ref: dict = {}
     for i, x in enumerate(g.inputs):
@@ -81,8 +93,13 @@ def plan_buffers(prog: Program) -> BufferPlan:
         out_buffers.append((o.shape, o.dtype))
         out_intervals.append((prog.first_write.get(o, 0), n_steps, o.nbytes))
     # arena slots
-    nodes = []
+    nodes: list = []
     intervals = []
+    for si, seg in enumerate(segments):
+        for n, off in seg.local.items():
+            ref[n] = ("tile", si, off, local_row_bytes(n, seg))
+        nodes.append(seg)
+        intervals.append((seg.first, seg.last, seg.scratch_bytes * seg.copies))
     for n in prog.order:
         if n in ref or n not in prog.materialized or n.op.kind == "source":
             continue
@@ -90,11 +107,17 @@ def plan_buffers(prog: Program) -> BufferPlan:
         # empty values (no task) still get a zero-size slot
         first_step = prog.first_write.get(n, 0)
         last_step = max(prog.readers.get(n, [first_step]) + [prog.producer.get(n, first_step)])
+        for seg in segments:  # touched inside a run: alive across all of it
+            if first_step <= seg.last and last_step >= seg.first:
+                first_step, last_step = min(first_step, seg.first), max(last_step, seg.last)
         nodes.append(n)
         intervals.append((first_step, last_step, n.nbytes))
     offsets, total = assign_offsets(intervals)
     for n, off in zip(nodes, offsets):
-        ref[n] = ("arena", off)
+        if isinstance(n, Node):
+            ref[n] = ("arena", off)
+        else:
+            n.arena_offset = off
     peak = interval_peak(intervals + out_intervals)
     out_bytes = sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize for shape, dt in out_buffers)
     return BufferPlan(ref, out_buffers, out_plan, consts, total, peak, total + out_bytes)

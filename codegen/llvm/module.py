@@ -41,6 +41,7 @@ from .context import I8, I32, I64, PTR, VOID, LoweringContext, opaque_alloca
 from .loops import LoopPlan, lower_loop_kernel
 from .reduce import combine_partials, combine_row_partials
 from .region import region_call
+from .rows import emit_segment_call, emit_segment_function
 
 __all__ = ["build_module", "module_text", "num_threads", "split_range", "KERNEL_CALLS"]
 
@@ -284,10 +285,12 @@ class _LoopKernels:
     functions: int  # distinct kernel functions
 
 
-def _emit_loop_kernels(cx: LoweringContext, prog: Program, ref: dict, nthreads: int) -> _LoopKernels:
+def _emit_loop_kernels(cx: LoweringContext, prog: Program, ref: dict, nthreads: int,
+                       tiled: frozenset = frozenset()) -> _LoopKernels:
     """Stage 2: every loop kernel with work as an internal function, equal ones shared (`_dedup_kernel`).
 
-    Each kernel's thread plan is fixed first (`_decide_parallel`). Functions called from several
+    Each kernel's thread plan is fixed first (`_decide_parallel`; the kernels of row-tiled runs,
+    `tiled`, run on one thread each: their runs are split instead). Functions called from several
     sites, run as fixed chunks, or belonging to a big program are `noinline` (`_mark_noinline`).
     """
     calls: dict[int, _KernelCall] = {}  # kernel index -> the function it calls and its buffers
@@ -301,6 +304,8 @@ def _emit_loop_kernels(cx: LoweringContext, prog: Program, ref: dict, nthreads: 
             continue
         plan = LoopPlan(k)
         _decide_parallel(k, plan, nthreads)
+        if ki in tiled:  # a row-tiled run's kernel: its run is what may go on threads (`rows`)
+            plan.parallel = False
         plans[ki] = plan
         ke = lower_loop_kernel(cx, k, ki, buffer_of, plan)
         f = _dedup_kernel(cx.module, ke.fn, plan, shared)
@@ -436,6 +441,8 @@ class _Entry:
         # as code generation at level 0 would keep a thousand of them live across the whole entry
         if not plain:
             for r in sorted(set(ref.values()), key=repr):
+                if r[0] == "tile":  # run-local values live in their run's scratch (`rows`)
+                    continue
                 self.ptr_of_ref(r)
         if lapack is not None:  # the LAPACK status slot, zeroed (the executable reads it after the call)
             self.status = b.gep(self.arena_base, [ir.Constant(I64, lapack.status_offset)], source_etype=I8)
@@ -632,7 +639,8 @@ class _Profile:
 
 def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "f",
                  nthreads: int | None = None, abi: str = "ctypes", profile: bool = False, raw: bool = False,
-                 regions: dict | None = None, lapack: Any = None) -> tuple[ir.Module, dict]:
+                 regions: dict | None = None, lapack: Any = None, segments: list | tuple = ()
+                 ) -> tuple[ir.Module, dict]:
     """Emit the LLVM module of a partitioned program.
 
     Args:
@@ -647,6 +655,8 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         raw: the entry takes raw pointer arrays whatever the ABI (a loop body called from native code).
         regions: loop region -> its compiled body (`codegen.llvm.region.compile_regions`).
         lapack: the program's LAPACK calls and their arena space (`codegen.cpu.lapack.plan_lapack`), or None.
+        segments: the row-tiled runs of kernels (`codegen.kernels.rows.plan_row_segments`, placed by
+            `plan_buffers`): each is called as one function over tiles (`codegen.llvm.rows`).
 
     Returns:
         (module, info): info has kernel kinds, parallel kernels, vector width
@@ -655,9 +665,15 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     """
     nthreads = num_threads() if nthreads is None else nthreads
     cx = _new_module(name)
-    loops = _emit_loop_kernels(cx, prog, bp.ref, nthreads)
+    tiled = frozenset(ki for seg in segments for ki in seg.kernels)
+    loops = _emit_loop_kernels(cx, prog, bp.ref, nthreads, tiled)
+    runs = {seg.first: (si, emit_segment_function(cx, si, seg, loops.calls, loops.plans,
+                                                  sum(max(prog.kernels[ki].size, 1) * max(_kernel_cost(prog.kernels[ki]), 1)
+                                                      for ki in seg.kernels)))
+            for si, seg in enumerate(segments)}
     info = {"kernels": [], "parallel": 0, "concurrent_gemms": 0, "threads": nthreads, "profile": profile,
-            "kernel_functions": loops.functions, "loop_kernel_calls": len(loops.calls)}
+            "kernel_functions": loops.functions, "loop_kernel_calls": len(loops.calls),
+            "row_segments": len(segments), "row_tiled_kernels": len(tiled)}
     plain = _plain_entry(prog, loops)
     if plain:
         for f in {kc.fn.name: kc.fn for kc in loops.calls.values()}.values():
@@ -670,7 +686,15 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         if plain:
             entry.next_block(ki)
         t0 = prof.now() if prof is not None else None
-        KERNEL_CALLS[k.kind](entry, ki, k)
+        if ki in runs:  # a row-tiled run: one call over its tiles (its time counts as its first kernel's)
+            si, sf = runs[ki]
+            par = nthreads > 1 and sf.seg.copies > 1 and sf.work >= _par_min_work()
+            emit_segment_call(entry, sf, si, split_range(sf.seg.rows, sf.seg.copies) if par else None)
+            info["parallel"] += int(par)
+        if ki in tiled:
+            info["kernels"].append("loop+rows" if ki in loops.calls else "empty")
+        else:
+            KERNEL_CALLS[k.kind](entry, ki, k)
         if prof is not None:
             prof.account(ki, t0)
     entry.close()
