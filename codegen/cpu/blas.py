@@ -16,7 +16,7 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 
-from ..jit import compile_ir
+from ..jit import LIGHT_PIPELINE_MARK, compile_ir
 from .ll import ll_text
 
 __all__ = ["blas_library", "loaded_library", "blas_threads", "blas_thread_control", "blas_threads_ir"]
@@ -120,7 +120,8 @@ def blas_thread_control() -> tuple[str, str] | None:
     with _support_lock:
         if _support is None:
             text = blas_threads_ir(*_blas_threads_fns)
-            jitted = compile_ir(text, entry="symgraph_blas_enter")
+            # the light pipeline: hand-written SSA with nothing to vectorize (O3 took 24 ms of a first call)
+            jitted = compile_ir(LIGHT_PIPELINE_MARK + text, entry="symgraph_blas_enter")
             exit_addr = jitted.engine.get_function_address("symgraph_blas_exit")
             llvm.add_symbol("symgraph_blas_enter", jitted.address)
             llvm.add_symbol("symgraph_blas_exit", exit_addr)

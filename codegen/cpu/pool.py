@@ -15,7 +15,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from ..jit import compile_ir
+from ..jit import LIGHT_PIPELINE_MARK, compile_ir
 from .ll import ll_text
 
 __all__ = ["POOL_MAX_WORKERS", "POOL_SPIN_US", "thread_pool", "pool_stats", "set_pool_limits", "pool_ir"]
@@ -123,7 +123,9 @@ def thread_pool() -> str | None:
     with _pool_lock:
         if _pool is None:
             try:
-                jitted = compile_ir(pool_ir(*arch, _spin_ns()), entry="symgraph_pool_run")
+                # the light pipeline (`jit.optimize`): hand-written SSA of atomics, futex calls and spin loops,
+                # nothing to vectorize; O3 took 75-130 ms of every process's first compiled call, this 12-23
+                jitted = compile_ir(LIGHT_PIPELINE_MARK + pool_ir(*arch, _spin_ns()), entry="symgraph_pool_run")
             except Exception:  # noqa: BLE001  (no pool: kernels split the old way)
                 _pool = False
                 return None
