@@ -107,12 +107,15 @@ def test_deep_chain_plain_entry_and_shared_product_pieces_keep_the_bits(monkeypa
     pieces = re.findall(r'^define [^\n]*@"?(gemm_piece_\w+)"?\(', text, flags=re.MULTILINE)
     if st["parallel_kernels"]:  # products cut into pieces on the pool: 3 shapes (forward, two gradients)
         assert 1 <= len(pieces) <= 4 < st["gemm_kernels"]
+        # the pool jobs' contexts come from constant tables (`pieces.ContextTable`), not stores in `entry`
+        assert re.search(r"@\"?symgraph_fill_ctx", text) and re.search(r"@\"?tbl_", text)
     counter = itertools.count()
     monkeypatch.setattr(P, "PLAIN_ENTRY_MIN_KERNELS", 10 ** 9)
     monkeypatch.setattr(G, "_piece_key", lambda *a: ("unshared", next(counter)))
     ref_cf = sg.compile(f)
     want = ref_cf(*args)
     assert ref_cf.stats["entry_optimized"] is True
+    assert "symgraph_fill_ctx" not in ref_cf._current().exe.jitted.ir_text
     ref_pieces = re.findall(r'^define [^\n]*@"?(gemm_piece_\w+)"?\(', ref_cf._current().exe.jitted.ir_text,
                             flags=re.MULTILINE)
     assert len(ref_pieces) >= len(pieces)

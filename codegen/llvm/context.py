@@ -94,6 +94,10 @@ class LoweringContext:
         #: what an emitted helper function depends on -> that function, so that equal helpers (the piece
         #: function of every layer's product, `gemm.gemm_piece_fn`) are emitted and compiled once
         self.emitted: dict[tuple, ir.Function] = {}
+        #: a plain entry's pool job contexts (`codegen.llvm.pieces.ContextTable`) and node -> its context field
+        #: (`pieces.Field`); None elsewhere (contexts are stored field by field, from `ptr_of` values)
+        self.context_table: Any = None
+        self.field_of: Callable[[Any], Any] | None = None
 
     # -- declarations --
 

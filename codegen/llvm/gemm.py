@@ -247,8 +247,9 @@ def emit_gemm_task(cx: LoweringContext, ab: ir.IRBuilder, task: Any, label: str,
             emit_gemm(cx, task, ptr_of, blas, piece=(axis, ir.Constant(I64, lo), ir.Constant(I64, hi)))
         return False
     fn, bases = gemm_piece_fn(cx, task, label, blas, axis)
-    rows = [[ptr_of(x) for x in bases] + [ir.Constant(I64, lo), ir.Constant(I64, hi)] for lo, hi in ranges]
-    run_on_pool(cx.builder, ab, pool, fn, rows, nthreads, f"gctx{label}")
+    field = cx.field_of or ptr_of
+    rows = [[field(x) for x in bases] + [ir.Constant(I64, lo), ir.Constant(I64, hi)] for lo, hi in ranges]
+    run_on_pool(cx.builder, ab, pool, fn, rows, nthreads, f"gctx{label}", cx.context_table)
     return True
 
 
@@ -320,11 +321,12 @@ def emit_gemm_pair(cx: LoweringContext, ab: ir.IRBuilder, tasks: list, label: st
         pieces.append((fn, bases, ranges))
     key = ("gemm_pair", pieces[0][0].name, pieces[1][0].name)
     disp = cx.emitted.get(key)
-    rows = [[ir.Constant(I64, ti)] + [ptr_of(x) for x in bases] + [ir.Constant(I64, lo), ir.Constant(I64, hi)]
+    field = cx.field_of or ptr_of
+    rows = [[ir.Constant(I64, ti)] + [field(x) for x in bases] + [ir.Constant(I64, lo), ir.Constant(I64, hi)]
             for ti, (_fn, bases, ranges) in enumerate(pieces) for lo, hi in ranges]
     if disp is None:
         disp = cx.emitted[key] = _pair_fn(cx, label, pieces[0][0], pieces[1][0])
-    run_on_pool(cx.builder, ab, pool, disp, rows, nthreads, f"pairctx{label}")
+    run_on_pool(cx.builder, ab, pool, disp, rows, nthreads, f"pairctx{label}", cx.context_table)
     return True
 
 

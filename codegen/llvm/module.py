@@ -444,6 +444,9 @@ class _Entry:
                 if r[0] == "tile":  # run-local values live in their run's scratch (`rows`)
                     continue
                 self.ptr_of_ref(r)
+        else:  # pool job contexts from constant tables (`pieces.ContextTable`)
+            cx.context_table = pieces.ContextTable(cx, (self.arena_base, ins, outs, consts), self._item_at)
+            cx.field_of = self.field_of
         if lapack is not None:  # the LAPACK status slot, zeroed (the executable reads it after the call)
             self.status = b.gep(self.arena_base, [ir.Constant(I64, lapack.status_offset)], source_etype=I8)
             self.scratch = b.gep(self.arena_base, [ir.Constant(I64, lapack.scratch_offset)], source_etype=I8)
@@ -452,11 +455,28 @@ class _Entry:
 
     def _item(self, tup: ir.Value, k: int) -> ir.Value:
         """The data pointer of item k of an argument tuple (of arrays, or of raw pointers)."""
-        b = self.b
+        return self._item_at(self.b, tup, ir.Constant(I64, k))
+
+    def _item_at(self, b: ir.IRBuilder, tup: ir.Value, k: ir.Value) -> ir.Value:
+        """`_item` with builder `b` and an i64 value for k (also `pieces.ContextTable`'s fill routine)."""
         if not self.raw:
-            obj = b.load(b.gep(tup, [ir.Constant(I64, TUPLE_ITEMS_OFFSET + 8 * k)], source_etype=I8), typ=PTR)
+            at = b.add(b.mul(k, ir.Constant(I64, 8)), ir.Constant(I64, TUPLE_ITEMS_OFFSET)) \
+                if not isinstance(k, ir.Constant) else ir.Constant(I64, TUPLE_ITEMS_OFFSET + 8 * k.constant)
+            obj = b.load(b.gep(tup, [at], source_etype=I8), typ=PTR)
             return b.load(b.gep(obj, [ir.Constant(I64, ARRAY_DATA_OFFSET)], source_etype=I8), typ=PTR)
-        return b.load(b.gep(tup, [ir.Constant(I64, k)], source_etype=PTR), typ=PTR)
+        return b.load(b.gep(tup, [k], source_etype=PTR), typ=PTR)
+
+    def field_of_ref(self, r: Any) -> Any:
+        """Buffer `r`'s base pointer as a pool job's context field: a `pieces.Field` in a plain entry."""
+        if self.cx.context_table is None:
+            return self.ptr_of_ref(r)
+        kind, v = r
+        return pieces.Field({"arena": pieces.FIELD_ARENA, "in": pieces.FIELD_IN, "out": pieces.FIELD_OUT,
+                             "const": pieces.FIELD_CONST}[kind], v)
+
+    def field_of(self, node: Any) -> Any:
+        """`field_of_ref` of a materialized node's buffer."""
+        return self.field_of_ref(self.ref[node])
 
     def next_block(self, ki: int) -> None:
         """Continue the entry in a new basic block (a plain entry's kernel calls, one block each: instruction
@@ -512,18 +532,19 @@ class _Entry:
             return
         kc = self.loops.calls[ki]
         plan = self.loops.plans[ki]
-        bufs = [self.ptr_of_ref(r) for r in kc.buffers]
         info["kernels"].append("loop" + ("+par" if plan.parallel else ""))
         null = ir.Constant(PTR, None)
         if k.size == 0 or not plan.groups:
-            self.b.call(kc.fn, bufs + [ir.Constant(I64, 0), ir.Constant(I64, 1), null])
+            self.b.call(kc.fn, [self.ptr_of_ref(r) for r in kc.buffers] + [ir.Constant(I64, 0), ir.Constant(I64, 1),
+                                                                         null])
             return
         if not plan.parallel and plan.chunks is None:
-            self.b.call(kc.fn, bufs + [ir.Constant(I64, 0), ir.Constant(I64, plan.extents[0]), null])
+            self.b.call(kc.fn, [self.ptr_of_ref(r) for r in kc.buffers] + [ir.Constant(I64, 0),
+                                                                         ir.Constant(I64, plan.extents[0]), null])
             return
-        self._pieces_call(ki, k, kc, plan, bufs)
+        self._pieces_call(ki, k, kc, plan)
 
-    def _pieces_call(self, ki: int, k: Kernel, kc: _KernelCall, plan: LoopPlan, bufs: list) -> None:
+    def _pieces_call(self, ki: int, k: Kernel, kc: _KernelCall, plan: LoopPlan) -> None:
         """A loop kernel as pieces of its outer loop: its fixed chunks, or a split across threads.
 
         The pieces run one after the other or on the pool (on pthreads without one); then the
@@ -551,6 +572,11 @@ class _Entry:
                 return ir.Constant(PTR, None)
             return b.gep(partial, [ir.Constant(I64, t * R)], source_etype=I64)
 
+        pool = pieces.pool_fn(cx, self.nthreads) if plan.parallel else None
+        if pool is not None:  # the pool's contexts take fields (`field_of_ref`), the other calls values
+            bufs = [self.field_of_ref(r) for r in kc.buffers]
+        else:
+            bufs = [self.ptr_of_ref(r) for r in kc.buffers]
         if not plan.parallel:
             # the fixed chunks one after the other, through the function the pool would run: its loop
             # bounds are opaque (as from a thread's context), so LLVM compiles one body for both
@@ -561,11 +587,10 @@ class _Entry:
             thunk = self.thunks.get(kc.fn.name)
             if thunk is None:
                 thunk = self.thunks[kc.fn.name] = pieces.thunk_fn(cx, kc.fn, len(bufs), ki)
-            pool = pieces.pool_fn(cx, self.nthreads)
             if pool is not None:
                 rows = [bufs + [ir.Constant(I64, lo), ir.Constant(I64, hi), pslot(t)]
                         for t, (lo, hi) in enumerate(ranges)]
-                pieces.run_on_pool(b, ab, pool, thunk, rows, self.nthreads, f"pctx{ki}")
+                pieces.run_on_pool(b, ab, pool, thunk, rows, self.nthreads, f"pctx{ki}", cx.context_table)
             else:  # no pool (not Linux): a thread per piece
                 pieces.run_on_threads(cx, b, ab, thunk, kc.fn, bufs, ranges, pslot, ki)
         if plan.row_partials:
