@@ -228,3 +228,20 @@ def test_row_sums_do_not_depend_on_what_is_fused_with_them():
     np.testing.assert_array_equal(alone, summed)
     want = np.array([np.float32(_lane_sum((r * r))) for r in x])
     np.testing.assert_array_equal(alone, want)
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 8, 13, 16])
+def test_short_row_sums_unrolled_are_lanes_then_a_pairwise_tree(n):
+    """Rows of at most UNROLL_LANE_ELEMENTS are emitted element by element: the same bits as the lanes and
+    the tree, signed zeros included (a row of -0.0 sums to +0.0, as 0.0 + -0.0 in the first lane)."""
+    from codegen.llvm import loops
+
+    assert n <= loops.UNROLL_LANE_ELEMENTS
+    x = _rng(n).standard_normal((257, n)) * 10.0 ** _rng(n + 1).integers(-8, 8, (257, n))
+    x[::5] = -0.0
+    got = sg.compile(lambda x: np.sum(x, axis=1))(x)
+    want = np.array([_lane_sum(r) for r in x])
+    np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+    got = sg.compile(lambda x: np.sum(x * 3.0, axis=1) + 1.0)(x)
+    want = np.array([_lane_sum(r * 3.0) for r in x]) + 1.0
+    np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))

@@ -19,12 +19,19 @@ from symgraph.errors import UnsupportedOpError
 
 from ..kernels.affine import Aff
 from ..kernels.expr import Expr
-from ..kernels.tasks import Kernel, Task, TaskKind, task_affs
+from ..kernels.tasks import Kernel, Task, TaskKind, kernel_exprs, task_affs
 from .context import I8, I64, PTR, VOID, LoweringContext, for_range, is_float, mem_type
 from .emitters import EMITTERS
 from .reduce import REDUCERS, ReductionSteps, accumulation_lanes, sum_combine
 
-__all__ = ["LoopPlan", "KernelEmitter", "ELEMENT_STEPS", "lower_loop_kernel"]
+__all__ = ["LoopPlan", "KernelEmitter", "ELEMENT_STEPS", "lower_loop_kernel", "UNROLL_LANE_ELEMENTS",
+           "UNROLL_LANE_COST"]
+
+#: A reduced innermost loop of at most this many elements is emitted element by element (`_lane_loops`):
+#: a loop of 3 over 8 lanes in memory cost W9's sums over (P, 2, 3) arrays 20-60 ns per row.
+UNROLL_LANE_ELEMENTS = 16
+#: ... when its elements times the kernel's body cost (`expr_weight` sum) are at most this.
+UNROLL_LANE_COST = 4096
 
 
 class LoopPlan:
@@ -126,6 +133,8 @@ class KernelEmitter(ReductionSteps):
         self.fn.args[-1].add_attribute("noalias")
         self.ptr = {k: a for k, a in zip(bufs, self.fn.args)}
         self.lo, self.hi, self.partial = self.fn.args[-3:]
+        self.body_cost = sum(e.w for e in kernel_exprs(kernel))
+        self.lanes_used: int | None = None  # lanes a short unrolled row reaches (`_lane_loops`)
         self.loopvals: dict[int, ir.Value] = {}  # group index -> loop value
         self.lane: ir.Value | None = None  # the lane of the element being emitted (`_lane_loops`)
         self.var_group: dict[int, tuple[int, int]] = {}  # axis -> (group, multiplier within group)
@@ -325,10 +334,24 @@ class KernelEmitter(ReductionSteps):
         Full rounds first (an inner loop over the lanes, which LLVM vectorizes
         as plain independent updates), then the last partial round; the body
         is emitted for both. Lane l's accumulators see their elements in
-        loop order (`_body`, `self.lane`).
+        loop order (`_body`, `self.lane`). A short inner loop (at most
+        `UNROLL_LANE_ELEMENTS` elements, `UNROLL_LANE_COST` in all) is emitted
+        element by element instead, the same lanes in the same order; lanes no
+        element reaches (`lanes_used`) are left out of the combining tree, which
+        changes no bit (`reduce.ReductionSteps._finish_accs`).
         """
         b = self.cx.builder
         W = self.plan.lanes
+        n = self.plan.extents[li]
+        if li > 0 and n <= UNROLL_LANE_ELEMENTS and n * max(self.body_cost, 1) <= UNROLL_LANE_COST:
+            # a short reduced row (a sum over 3 coordinates): every element with its lane as a constant, so
+            # the lanes are registers and the kept loop around is innermost (LLVM vectorizes it)
+            for j in range(n):
+                self.lane = ir.Constant(I64, j % W)
+                body(ir.Constant(I64, j))
+            self.lane = None
+            self.lanes_used = min(n, W)
+            return
         w = ir.Constant(I64, W)
         rounds = b.udiv(b.sub(hi, lo), w)
         full_end = b.add(lo, b.mul(rounds, w))

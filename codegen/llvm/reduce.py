@@ -109,6 +109,13 @@ REDUCERS: dict[str, Reducer] = {
 
 
 
+def _combine_known(cx, r, a, b, ad):
+    """One node of the lanes' combining tree, where None is a lane no element reached (the identity)."""
+    if a is None or b is None:
+        return b if a is None else a
+    return r.combine(cx, a, b, ad, ordered=True)
+
+
 def order_matters(t: Task) -> bool:
     """Whether reduce task `t`'s result depends on the association (a float sum or product)."""
     r = REDUCERS.get(t.red_op) if t.kind is TaskKind.REDUCE else None
@@ -179,11 +186,14 @@ class ReductionSteps:
                 ad = r.acc_dtype(t.node.dtype)
                 if self._in_lanes(t):
                     # the lanes combined by a fixed pairwise tree: (l0+l1)+(l2+l3), ...
+                    # (lanes no element reached hold the identity: leaving them out changes no bit, since a
+                    # lane that took an element is never -0.0 (0.0 + -0.0 is 0.0) and x + 0.0, x * 1.0 are x)
                     slot = self.acc[id(t)][0]
+                    used = self.plan.lanes if self.lanes_used is None else self.lanes_used
                     vals = [b.load(b.gep(slot, [ir.Constant(I64, ln)], source_etype=ll_type(ad)), typ=ll_type(ad))
-                            for ln in range(self.plan.lanes)]
+                            if ln < used else None for ln in range(self.plan.lanes)]
                     while len(vals) > 1:
-                        vals = [r.combine(cx, vals[i], vals[i + 1], ad, ordered=True) for i in range(0, len(vals), 2)]
+                        vals = [_combine_known(cx, r, vals[i], vals[i + 1], ad) for i in range(0, len(vals), 2)]
                     val = vals[0]
                 else:
                     val = b.load(self.acc[id(t)][0], typ=ll_type(ad))
