@@ -347,10 +347,17 @@ class DataParallel:
 
 
 def _buckets(grads: list[Node], bucket_bytes: int) -> list[list[int]]:
+    """Leaf indices per bucket, in the order reverse mode finished the gradients (creation order).
+
+    Reverse mode builds a parameter's gradient when the last contribution to it arrives, so
+    the node's creation number orders the gradients by when they are final: the output
+    layer's first, the embedding's last, whatever the order of the leaves (a dict's sorted
+    keys). Ties (one node for several leaves) keep reverse leaf order.
+    """
     out: list[list[int]] = []
     cur: list[int] = []
     nbytes = 0
-    for i in reversed(range(len(grads))):
+    for i in sorted(reversed(range(len(grads))), key=lambda i: grads[i].id):
         g = grads[i]
         if g.size == 0:
             continue

@@ -37,13 +37,14 @@ def has_host_ops(order: Sequence[Node]) -> bool:
 class _Segment:
     """One compiled run of non-host nodes: reads `inputs` (original nodes), writes `outputs`."""
 
-    __slots__ = ("inputs", "outputs", "exe", "graph")
+    __slots__ = ("inputs", "outputs", "exe", "graph", "size")
 
-    def __init__(self, inputs: list[Node], outputs: list[Node], exe: Executable, graph: Graph):
+    def __init__(self, inputs: list[Node], outputs: list[Node], exe: Executable, graph: Graph, size: int):
         self.inputs = inputs
         self.outputs = outputs
         self.exe = exe
         self.graph = graph
+        self.size = size  # the original graph's nodes it computes
 
 
 def _subgraph(nodes: list[Node], inputs: list[Node], outputs: list[Node], name: str) -> tuple[Graph, list[Node]]:
@@ -80,6 +81,54 @@ def _remake(n: Node, inputs: tuple) -> Node:
     return current_builder().remake(n, inputs, meta(n))
 
 
+#: kinds of node `_place` may move into later segments (no contraction or reduction: their work stays put)
+_MOVABLE = ("elementwise", "layout")
+
+
+def _place(steps: list[tuple[str, Any]], outputs: Sequence[Node]) -> dict[Node, set[int]]:
+    """The steps (segments) that compute each node: cheap nodes go where they are read.
+
+    A value computed in one segment and read in later ones crosses the cut: the segment writes
+    it to memory and the later one reads it back, where the uncut graph would have fused it into
+    its reader's loop (a scalar broadcast to a parameter's shape, AdamW's `beta1 * m` computed
+    before the gradient's wait). An elementwise or layout node that no host op reads, that is not
+    a graph output, and whose non-source inputs are no larger than itself (so no more bytes cross)
+    is placed instead in the segments that read it: a view or identity (`Op.cheap`: no
+    arithmetic) in every segment that reads it, any other such node in the first segment that
+    reads it, unless its own segment reads it too. Nodes are visited from the last one back, so
+    a chain of such nodes moves together.
+
+    Returns:
+        node -> the indices of the steps that compute it (every non-source node of a segment).
+    """
+    homes: dict[Node, set[int]] = {}
+    host_read: set[Node] = set()
+    readers: dict[Node, list[Node]] = {}
+    for k, (kind, v) in enumerate(steps):
+        for n in (v if kind == "seg" else [v]):
+            homes[n] = {k}
+            for x in n.inputs:
+                readers.setdefault(x, []).append(n)
+                if kind == "host":
+                    host_read.add(x)
+    outs = set(outputs)
+    for k in reversed(range(len(steps))):
+        kind, v = steps[k]
+        if kind != "seg":
+            continue
+        for n in reversed(v):
+            rs = readers.get(n)
+            if (not rs or n.op.kind not in _MOVABLE or n in outs or n in host_read or n.op.extra.get("host")
+                    or sum(x.nbytes for x in n.inputs if x.op.kind != "source") > n.nbytes):
+                continue
+            at = set().union(*(homes[r] for r in rs))
+            if n.op.cheap:
+                homes[n] = at
+            elif k not in at:
+                homes[n] = {min(at)}
+    return homes
+
+
 def compile_segmented(backend: Backend, graph: Graph, order: Sequence[Node], donate: frozenset[int],
                       name: str) -> "SegmentedExecutable":
     """Compile `graph` as native segments between its host ops (see the module docstring).
@@ -90,7 +139,6 @@ def compile_segmented(backend: Backend, graph: Graph, order: Sequence[Node], don
         UnsupportedOpError, DTypeError: from the backend, for a segment it cannot compile.
     """
     order = list(order)
-    pos = {n: i for i, n in enumerate(order)}
     # steps: ("seg", [nodes]) or ("host", node), in schedule order; sources are not steps
     steps: list[tuple[str, Any]] = []
     run: list[Node] = []
@@ -106,15 +154,28 @@ def compile_segmented(backend: Backend, graph: Graph, order: Sequence[Node], don
             run.append(n)
     if run:
         steps.append(("seg", run))
-    # the last step reading each value (graph outputs are read at the end)
-    last_read: dict[Node, int] = {}
-    for k, (kind, v) in enumerate(steps):
+    homes = _place(steps, graph.outputs)
+    segs = {k: [] for k, (kind, _) in enumerate(steps) if kind == "seg"}
+    for n, ks in sorted(homes.items(), key=lambda e: e[0].id):  # creation order: inputs before readers
+        if not n.op.extra.get("host"):
+            for k in ks:
+                segs[k].append(n)
+    steps = [(kind, v) if kind == "host" else ("seg", segs[k]) for k, (kind, v) in enumerate(steps)]
+    keep = [k for k, (kind, v) in enumerate(steps) if kind == "host" or v]
+    renum = {k: i for i, k in enumerate(keep)}
+    steps = [steps[k] for k in keep]
+    homes = {n: {renum[k] for k in ks} for n, ks in homes.items()}
+    # values read outside the steps that compute them: the latest home before the reader writes them out
+    written: set[tuple[Node, int]] = set()
+    end = len(steps)
+    for j, (kind, v) in enumerate(steps):
         for n in (v if kind == "seg" else [v]):
             for x in n.inputs:
-                last_read[x] = k
-    end = len(steps)
+                if x in homes and j not in homes[x]:
+                    written.add((x, max(h for h in homes[x] if h < j)))
     for o in graph.outputs:
-        last_read[o] = end
+        if o in homes:
+            written.add((o, max(homes[o])))
     in_index = {x: i for i, x in enumerate(graph.inputs)}
     last_seg = max((k for k, (kind, _) in enumerate(steps) if kind == "seg"), default=-1)
     host_after_last = {x for k, (kind, v) in enumerate(steps) if kind == "host" and k > last_seg for x in v.inputs}
@@ -131,7 +192,7 @@ def compile_segmented(backend: Backend, graph: Graph, order: Sequence[Node], don
                 if x not in members and x not in seen and not (x.op.kind == "source" and x.op.name != "input"):
                     seen.add(x)
                     ins.append(x)
-        outs = [n for n in v if last_read.get(n, -1) > k]
+        outs = [n for n in v if (n, k) in written]
         g, sub_order = _subgraph(v, ins, outs, f"{name}_seg{k}")
         don: set[int] = set()
         if k == last_seg:
@@ -139,8 +200,8 @@ def compile_segmented(backend: Backend, graph: Graph, order: Sequence[Node], don
                 if x in in_index and in_index[x] in donate and x not in host_after_last:
                     don.add(j)
         exe = backend.compile(g, sub_order, donate=frozenset(don), name=f"{name}_seg{k}")
-        compiled.append(("seg", _Segment(ins, outs, exe, g)))
-    return SegmentedExecutable(graph, compiled, backend.name, pos)
+        compiled.append(("seg", _Segment(ins, outs, exe, g, len(v))))
+    return SegmentedExecutable(graph, compiled, backend.name)
 
 
 class SegmentedExecutable(Executable):
@@ -152,7 +213,7 @@ class SegmentedExecutable(Executable):
             number of nodes scheduled between its start and its wait: work that overlaps it).
     """
 
-    def __init__(self, graph: Graph, steps: list[tuple[str, Any]], backend: str, pos: dict[Node, int]):
+    def __init__(self, graph: Graph, steps: list[tuple[str, Any]], backend: str):
         self.graph = graph
         self.backend = backend
         self.steps = steps
@@ -168,13 +229,13 @@ class SegmentedExecutable(Executable):
                     stats.setdefault(key, val)
         comm_nodes = [v for kind, v in steps if kind == "host" and v.op.extra.get("communication")]
         starts = [n for n in comm_nodes if n.op.name == "allreduce_start"]
+        at = {v: k for k, (kind, v) in enumerate(steps) if kind == "host"}
         waits = {n.inputs[0]: n for n in comm_nodes if n.op.name == "allreduce_wait"}
         overlap = []
         for s in starts:
             w = waits.get(s)
-            if w is not None:
-                overlap.append(sum(1 for n in graph.toposort() if n.op.kind != "source" and not n.op.extra.get("host")
-                                   and pos.get(s, 0) < pos.get(n, -1) < pos.get(w, 0)))
+            if w is not None:  # the nodes of the segments run between the start and its wait
+                overlap.append(sum(v.size for kind, v in steps[at[s] + 1:at[w]] if kind == "seg"))
         stats["communication"] = {"buckets": len(starts), "bytes": sum(s.nbytes for s in starts),
                                   "overlapped_nodes": overlap}
         self.stats = stats

@@ -11,6 +11,7 @@ input-derived value placed right before its first reader.
 
 from __future__ import annotations
 
+import heapq
 import operator
 import weakref
 from collections.abc import Callable, Sequence
@@ -421,11 +422,14 @@ def _early_late(order: list[Node]) -> list[Node]:
             after.add(n)
             stack.extend(readers.get(n, ()))
     cls = regions(order)
+    where = {n: i for i, n in enumerate(order)}
     out: list[Node] = []
     done: set[Node] = set()
     for part in ([n for n in order if n not in after], [n for n in order if n in after]):
         members = set(part)
-        # early nodes and the backward (or recomputed) values they read in this part run when ready
+        # early nodes and the backward (or recomputed) values they read in this part run when ready;
+        # backward values computed from forward values alone (a weight's transpose, 1 - y*y) are not
+        # pulled forward: the given order places them next to their readers
         cone: set[Node] = set()
         stack = [n for n in part if n.op.extra.get("schedule") == "early"]
         while stack:
@@ -433,23 +437,26 @@ def _early_late(order: list[Node]) -> list[Node]:
             if n in cone:
                 continue
             cone.add(n)
-            stack.extend(x for x in n.inputs if x in members and cls.get(x) in ("B", "R"))
+            stack.extend(x for x in n.inputs if x in members and cls.get(x) in ("B", "R")
+                         and any(cls.get(y) in ("B", "R") for y in x.inputs))
         for n in part:
             if n in done or n in cone:
                 if n in done:
                     continue
                 if not all(x in done for x in n.inputs):
                     continue  # emitted by the worklist once its inputs are
-            work = [n]
+            # ready cone nodes in the given order (a heap by position): a depth-first walk would run a
+            # whole chain of the backward before the short reductions (bias gradients) next to it
+            work = [(where[n], n.id, n)]
             while work:
-                m = work.pop()
+                m = heapq.heappop(work)[2]
                 if m in done:
                     continue
                 done.add(m)
                 out.append(m)
                 for r in readers.get(m, ()):
                     if r in cone and r not in done and r in members and all(x in done for x in r.inputs):
-                        work.append(r)
+                        heapq.heappush(work, (where[r], r.id, r))
         for n in part:  # a cone node whose inputs come only later in the part (not expected)
             if n not in done:
                 done.add(n)
