@@ -230,11 +230,10 @@ class Communicator:
     def start(self, x: np.ndarray, bucket: int, reduce: str) -> np.ndarray:
         """Post the all-reduce (sum) of `x`; returns the buffer sent, which `wait` takes to find the result."""
         send = np.asarray(x, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
-        recv = np.empty_like(send)
-        if self.size == 1:
-            np.copyto(recv, send)
-            req = None
+        if self.size == 1:  # the sum over one rank is the value itself (nothing writes into it)
+            recv, req = send, None
         else:
+            recv = np.empty_like(send)
             req = self.mpi.Iallreduce(send, recv, op=_mpi().SUM)
         self._pending[(bucket, id(send))] = (req, send, recv, reduce)
         self.reductions += 1
@@ -265,7 +264,7 @@ class Communicator:
                                                f"{self.timeout} s (another rank stopped or is much slower)")
                     time.sleep(1e-4)
         self.wait_seconds += time.perf_counter() - t0
-        if reduce == "mean":
+        if reduce == "mean" and self.size > 1:
             np.divide(recv, self.size, out=recv)
         return recv
 
@@ -385,11 +384,16 @@ def bucketed_allreduce(grads: list[Node], comm: Communicator, bucket_bytes: int 
         Nodes of the same shapes and dtypes, in the order of `grads`.
     """
     out = list(grads)
+    # on MPI the mean's division runs in the graph (fused into the reader, the optimizer's update),
+    # not as a pass of its own over the reduced bucket; one rank divides by nothing
+    divide = isinstance(comm, Communicator) and reduce == "mean"
     with role("communication"):
         for b in _buckets(grads, bucket_bytes):
             flat = [L.reshape(grads[i], (grads[i].size,)) for i in b]
             x = flat[0] if len(flat) == 1 else snp.concatenate(flat)
-            r = allreduce_pair(x, comm, reduce)
+            r = allreduce_pair(x, comm, "sum" if divide else reduce)
+            if divide and comm.size > 1:
+                r = r / np.asarray(comm.size, dtype=r.dtype)
             off = 0
             for i in b:
                 n = grads[i].size

@@ -16,13 +16,15 @@ The NumPy evaluator runs host ops itself (it calls every impl), so the
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import numpy as np
 
 from .backend import Backend, Executable
 from .ir import Builder, Graph, Node, current_builder, meta
-from .signature import COMPILED_CASTING, Signature, fast_match_source
+from .errors import DTypeError, ShapeError
+from .signature import COMPILED_CASTING, Signature, canonical_dtype, donatable, fast_match_source
 from .tracing import make_input
 from .tree import tree_unflatten
 
@@ -37,14 +39,16 @@ def has_host_ops(order: Sequence[Node]) -> bool:
 class _Segment:
     """One compiled run of non-host nodes: reads `inputs` (original nodes), writes `outputs`."""
 
-    __slots__ = ("inputs", "outputs", "exe", "graph", "size")
+    __slots__ = ("inputs", "outputs", "exe", "graph", "size", "donates")
 
-    def __init__(self, inputs: list[Node], outputs: list[Node], exe: Executable, graph: Graph, size: int):
+    def __init__(self, inputs: list[Node], outputs: list[Node], exe: Executable, graph: Graph, size: int,
+                 donates: bool = False):
         self.inputs = inputs
         self.outputs = outputs
         self.exe = exe
         self.graph = graph
         self.size = size  # the original graph's nodes it computes
+        self.donates = donates  # it writes outputs into donated arguments
 
 
 def _subgraph(nodes: list[Node], inputs: list[Node], outputs: list[Node], name: str) -> tuple[Graph, list[Node]]:
@@ -180,6 +184,7 @@ def compile_segmented(backend: Backend, graph: Graph, order: Sequence[Node], don
     last_seg = max((k for k, (kind, _) in enumerate(steps) if kind == "seg"), default=-1)
     host_after_last = {x for k, (kind, v) in enumerate(steps) if kind == "host" and k > last_seg for x in v.inputs}
     compiled: list[tuple[str, Any]] = []
+    outer_donated: frozenset[int] = frozenset()
     for k, (kind, v) in enumerate(steps):
         if kind == "host":
             compiled.append(("host", v))
@@ -200,8 +205,10 @@ def compile_segmented(backend: Backend, graph: Graph, order: Sequence[Node], don
                 if x in in_index and in_index[x] in donate and x not in host_after_last:
                     don.add(j)
         exe = backend.compile(g, sub_order, donate=frozenset(don), name=f"{name}_seg{k}")
-        compiled.append(("seg", _Segment(ins, outs, exe, g, len(v))))
-    return SegmentedExecutable(graph, compiled, backend.name)
+        compiled.append(("seg", _Segment(ins, outs, exe, g, len(v), bool(don))))
+        if don:
+            outer_donated = frozenset(in_index[ins[j]] for j in don)
+    return SegmentedExecutable(graph, compiled, backend.name, outer_donated)
 
 
 class SegmentedExecutable(Executable):
@@ -213,7 +220,7 @@ class SegmentedExecutable(Executable):
             number of nodes scheduled between its start and its wait: work that overlaps it).
     """
 
-    def __init__(self, graph: Graph, steps: list[tuple[str, Any]], backend: str):
+    def __init__(self, graph: Graph, steps: list[tuple[str, Any]], backend: str, donated: frozenset[int] = frozenset()):
         self.graph = graph
         self.backend = backend
         self.steps = steps
@@ -242,6 +249,8 @@ class SegmentedExecutable(Executable):
         self._comms = list({id(n.attr("comm")): n.attr("comm") for n in comm_nodes
                             if hasattr(n.attr("comm"), "progress")}.values())
         self._inputs = frozenset(graph.inputs)  # outputs that are arguments are returned as copies
+        self.donated = frozenset(donated)
+        self._execute = self._make_execute()
         self.fast = self._make_fast()
 
     def _make_fast(self) -> Any:
@@ -249,7 +258,7 @@ class SegmentedExecutable(Executable):
         ns: dict[str, Any] = {"_execute": self._execute, "_unflatten": tree_unflatten, "_otree": self.graph.out_tree}
         if self.graph.out_tree is None:
             return None
-        match = fast_match_source(self.graph.in_tree, self.signature.specs, frozenset(), ns)
+        match = fast_match_source(self.graph.in_tree, self.signature.specs, self.donated, ns)
         if match is None:
             return None
         lines, _ = match
@@ -258,32 +267,92 @@ class SegmentedExecutable(Executable):
         return ns["fast"]
 
     def run(self, leaves: list[Any]) -> list[np.ndarray]:
-        """Run on flat argument leaves; see `symgraph.backend.Executable.run`."""
-        return self._execute(self.signature.check(leaves))
+        """Run on flat argument leaves; see `symgraph.backend.Executable.run`.
 
-    def _execute(self, vals: Sequence[Any]) -> list[np.ndarray]:
-        """The steps in order on checked argument arrays; the flat outputs."""
-        env: dict[Node, Any] = dict(zip(self.graph.inputs, vals))
-        comms = self._comms
-        with np.errstate(all="ignore"):
-            for kind, s in self.steps:
-                if kind == "seg":
-                    args = [env[x] if x in env else _const(x) for x in s.inputs]
-                    outs = s.exe.run(args)
-                    for o, v in zip(s.outputs, outs):
-                        env[o] = v
-                    for c in comms:
-                        c.progress()
+        A donated leaf that is not `symgraph.signature.donatable` is copied (its output gets a fresh buffer).
+        """
+        arrs = self.signature.check(leaves)
+        for li in self.donated:
+            if not donatable(arrs, leaves, li):
+                arrs[li] = arrs[li].copy()
+        return self._execute(arrs)
+
+    def _make_execute(self) -> Any:
+        """Generate `execute(vals)`: the steps on checked argument arrays, unrolled; the flat outputs.
+
+        Arguments are checked once per call (`run`, or the fast path's checks), so a segment is called
+        through its executable's `make_raw` function, which checks nothing: every other value a
+        segment reads is an array a segment returned (of exactly its node's shape and dtype) or a host
+        op's result, whose shape, dtype and layout are checked here. A last segment that donates
+        arguments and reads a host op's result (which may be an argument itself: an all-reduce start
+        returns its input) is called through its checked `run`, which copies an aliased donated array.
+        """
+        ns: dict[str, Any] = {"_errstate": np.errstate, "_nd": np.ndarray, "_fix": _fix_host, "_copy": np.array}
+        names: dict[Node, str] = {}
+        lines = ["def execute(vals):"]
+        ins = [f"i{j}" for j in range(len(self.graph.inputs))]
+        names.update(zip(self.graph.inputs, ins))
+        if ins:
+            lines.append(f"    {', '.join(ins)}, = vals")
+        lines.append("    with _errstate(all='ignore'):")
+        for j, c in enumerate(self._comms):
+            ns[f"_progress{j}"] = c.progress
+        hosts: set[Node] = set()
+        pending: set[Node] = set()  # starts posted, not yet waited for
+
+        def arg(x: Node, k: int) -> str:
+            if x not in names:  # a constant read by a host op (segments keep theirs)
+                ns[f"_const{k}_{len(ns)}"] = functools.partial(_const, x)
+                return f"_const{k}_{len(ns) - 1}()"
+            return names[x]
+
+        last = max((k for k, (kind, _) in enumerate(self.steps) if kind == "seg"), default=-1)
+        for k, (kind, s) in enumerate(self.steps):
+            if kind == "seg":
+                raw = getattr(s.exe, "make_raw", None)
+                raw = raw() if raw is not None else None
+                if raw is None or (k == last and s.donates and any(x in hosts for x in s.inputs)):
+                    ns[f"_seg{k}"] = s.exe.run
+                    call = f"_seg{k}([{', '.join(arg(x, k) for x in s.inputs)}])"
                 else:
-                    n = s
-                    v = n.op.impl(*[env[x] if x in env else _const(x) for x in n.inputs], **n.params)
-                    env[n] = v
+                    ns[f"_seg{k}"] = raw
+                    call = f"_seg{k}(({', '.join(arg(x, k) for x in s.inputs)}{',' if len(s.inputs) == 1 else ''}))"
+                outs = []
+                for o in s.outputs:
+                    names[o] = f"v{len(names)}"
+                    outs.append(names[o])
+                lines.append(f"        {', '.join(outs)}, = {call}" if outs else f"        {call}")
+                if pending:  # reductions in flight move on
+                    lines += [f"        _progress{j}()" for j in range(len(self._comms))]
+            else:
+                n = s
+                ns[f"_host{k}"] = functools.partial(n.op.impl, **n.params)
+                ns[f"_node{k}"] = n
+                ns[f"HS{k}"], ns[f"HD{k}"] = tuple(n.shape), canonical_dtype(n.dtype)
+                v = names[n] = f"v{len(names)}"
+                hosts.add(n)
+                if n.op.extra.get("schedule") == "early":  # a start posts a reduction, its wait ends it
+                    pending.add(n)
+                elif n.op.extra.get("schedule") == "late":
+                    pending.discard(n.inputs[0])
+                lines.append(f"        {v} = _host{k}({', '.join(arg(x, k) for x in n.inputs)})")
+                lines.append(f"        if type({v}) is not _nd or {v}.dtype is not HD{k} or {v}.shape != HS{k} "
+                             f"or not {v}.flags.carray: {v} = _fix({v}, _node{k})")
         res = []
-        for o in self.graph.outputs:
-            v = env[o] if o in env else _const(o)
-            res.append(v if isinstance(v, np.ndarray) and v.dtype == o.dtype else np.asarray(v, dtype=o.dtype))
-        inputs = self._inputs
-        return [np.array(v, copy=True) if o in inputs else v for o, v in zip(self.graph.outputs, res)]
+        for j, o in enumerate(self.graph.outputs):
+            if o in self._inputs:
+                res.append(f"_copy({names[o]}, copy=True)")
+            elif o in names:
+                res.append(names[o])
+            else:
+                ns[f"_out{j}"] = functools.partial(_const_out, o)
+                res.append(f"_out{j}()")
+        lines.append(f"    return [{', '.join(res)}]")
+        src = "\n".join(lines)
+        exec(compile(src, f"<symgraph segmented call {self.graph.name}>", "exec"), ns)  # noqa: S102
+        fn = ns["execute"]
+        fn.__source__ = src
+        return fn
 
     def release(self) -> int:
         return sum(s.exe.release() for kind, s in self.steps if kind == "seg")
@@ -296,6 +365,25 @@ class SegmentedExecutable(Executable):
                 if p:
                     rows.extend(p)
         return rows or None
+
+
+def _fix_host(v: Any, n: Node) -> np.ndarray:
+    """A host op's result as a C-contiguous, aligned array of its node's dtype.
+
+    Raises:
+        ShapeError, DTypeError: the op returned another shape or dtype than its node's.
+    """
+    a = np.asarray(v)
+    if a.shape != tuple(n.shape):
+        raise ShapeError(f"host op {n.op.name} returned shape {a.shape}, its node has shape {tuple(n.shape)}")
+    if a.dtype != n.dtype:
+        raise DTypeError(f"host op {n.op.name} returned dtype {a.dtype}, its node has dtype {n.dtype}")
+    return np.require(a, dtype=canonical_dtype(n.dtype), requirements="CA")
+
+
+def _const_out(n: Node) -> np.ndarray:
+    """A graph output that is a constant (a fresh array per call)."""
+    return np.asarray(_const(n), dtype=n.dtype)
 
 
 def _const(n: Node) -> Any:

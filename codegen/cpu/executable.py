@@ -259,13 +259,49 @@ class Executable:
         `run`'s); this adds the output allocation, the native call and the output assembly.
         Anything the checks refuse returns MISS (the caller then takes the checked path).
         """
-        ns: dict[str, Any] = {"_empty": np.empty, "_array": np.array, "_native": self.native, "_pool": self._pool, "_new": self._arena,
-                              "_dummy": self._dummy, "_consts": self.consts}
+        ns: dict[str, Any] = {}
         match = fast_match_source(self.graph.in_tree, self.in_specs, self.donated_leaves, ns)
         if match is None:
             return None
         lines, names = match
-        lines.insert(0, "def fast(args):")
+        body, res = self._call_source(ns, names)
+        lines = ["def fast(args):", *lines, *body, f"    return {fast_pack_source(self.graph.out_tree, res, ns)}"]
+        return self._define("fast", lines, ns, f"<symgraph fast call {self.graph.name}>")
+
+    def make_raw(self) -> Any:
+        """A generated call without argument checks: `raw(args) -> list of outputs`.
+
+        For a caller that guarantees what the checks of `run` would establish: `args` is a tuple
+        of one ndarray per input leaf, of exactly the signature's shape and canonical dtype,
+        C-contiguous, aligned and writeable, and each donated leaf passes
+        `symgraph.signature.donatable` (`symgraph.segments` feeds segments the arrays earlier
+        segments returned and arguments checked once per call). Anything else is undefined
+        behaviour (native code reads out of bounds), so nothing else may call it.
+
+        Returns:
+            The function, or None for an entry called through raw pointers (other Python builds).
+        """
+        if self.abi == "pointers":  # pragma: no cover - other Python builds
+            return None
+        ns: dict[str, Any] = {}
+        body, res = self._call_source(ns, [f"args[{i}]" for i in range(len(self.in_specs))])
+        lines = ["def raw(args):", *body, f"    return [{', '.join(res)}]"]
+        return self._define("raw", lines, ns, f"<symgraph raw call {self.graph.name}>")
+
+    @staticmethod
+    def _define(name: str, lines: list[str], ns: dict[str, Any], filename: str) -> Any:
+        src = "\n".join(lines)
+        exec(compile(src, filename, "exec"), ns)  # noqa: S102
+        fn = ns[name]
+        fn.__source__ = src
+        return fn
+
+    def _call_source(self, ns: dict[str, Any], names: list[str]) -> tuple[list[str], list[str]]:
+        """Body lines that allocate the outputs, call the entry on `args` and assemble the results
+        (`out_plan`, as `_assemble`); and the result expressions. `names`: an expression per input leaf."""
+        ns.update({"_empty": np.empty, "_array": np.array, "_native": self.native, "_pool": self._pool,
+                   "_new": self._arena, "_dummy": self._dummy, "_consts": self.consts})
+        lines: list[str] = []
         outs = []
         for j, (shape, dtype) in enumerate(self.out_buffers):
             ns[f"OS{j}"] = tuple(shape)
@@ -300,9 +336,4 @@ class Executable:
             else:
                 lines.append(f"    {r} = {res[v]}.copy()")
             res.append(r)
-        lines.append(f"    return {fast_pack_source(self.graph.out_tree, res, ns)}")
-        src = "\n".join(lines)
-        exec(compile(src, f"<symgraph fast call {self.graph.name}>", "exec"), ns)  # noqa: S102
-        fast = ns["fast"]
-        fast.__source__ = src
-        return fast
+        return lines, res
