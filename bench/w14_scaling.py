@@ -201,15 +201,21 @@ def _timed(mode: str, step: Any, steps: int, blocks: int, nbytes: int, cf: Any) 
     for _ in range(20):  # compile and warm up
         step()
     comm = sgd.Communicator.of(sgd.comm) if mode == "dp" else None
-    times, waits = [], []
+    times, waits, flights, done = [], [], [], []
     for _ in range(blocks):
         sgd.barrier()
-        w0 = comm.wait_seconds if comm else 0.0
+        w0, f0, d0, r0 = (comm.wait_seconds, comm.inflight_seconds, comm.done_at_wait, comm.reductions) if comm \
+            else (0.0, 0.0, 0, 0)
         t0 = time.perf_counter()
         for _ in range(steps):
             step()
         times.append((time.perf_counter() - t0) / steps)
-        waits.append(((comm.wait_seconds - w0) / steps) if comm else 0.0)
+        if comm:
+            waits.append((comm.wait_seconds - w0) / steps)
+            flights.append((comm.inflight_seconds - f0) / steps)
+            done.append((comm.done_at_wait - d0) / max(comm.reductions - r0, 1))
+    if not comm:
+        waits, flights, done = [0.0], [0.0], [0.0]
     buf = np.ones(nbytes // 4, np.float32)
     out = np.empty_like(buf)
     ar = []
@@ -220,12 +226,14 @@ def _timed(mode: str, step: Any, steps: int, blocks: int, nbytes: int, cf: Any) 
             sgd.comm.Allreduce(buf, out)
         ar.append((time.perf_counter() - t0) / steps)
     everyone = sgd.comm.gather({"step": statistics.median(times), "wait": statistics.median(waits),
+                                "inflight": statistics.median(flights), "done": statistics.median(done),
                                 "allreduce": statistics.median(ar)}, root=0)
     if r == 0:
         stats = cf.stats
         print("W14JSON " + json.dumps({
             "ranks": n, "mode": mode, "step": max(e["step"] for e in everyone),
             "wait": max(e["wait"] for e in everyone), "allreduce": max(e["allreduce"] for e in everyone),
+            "inflight": min(e["inflight"] for e in everyone), "done": min(e["done"] for e in everyone),
             "bytes": nbytes, "communication": stats.get("communication"), "segments": stats.get("segments"),
             "blocks": [round(t, 7) for t in times]}), flush=True)
 
@@ -327,6 +335,8 @@ def _table(settings, model: str):  # noqa: ANN001, ANN202 - bench.harness.Settin
         if mode == "dp":
             row.extras["wait/step"] = f"{statistics.median(r['wait'] for r in res[name]) * 1e6:.0f} us"
             row.extras["allreduce alone"] = f"{statistics.median(r['allreduce'] for r in res[name]) * 1e6:.0f} us"
+            row.extras["in flight/step"] = f"{statistics.median(r['inflight'] for r in res[name]) * 1e6:.0f} us"
+            row.extras["done at wait"] = f"{statistics.median(r['done'] for r in res[name]):.0%}"
         rows.append(row)
     if not torch_ok:
         rows.append(Row("torch DDP gloo", status="missing", message="torch is not installed"))
@@ -336,10 +346,14 @@ def _table(settings, model: str):  # noqa: ANN001, ANN202 - bench.harness.Settin
              f"{per_rank} samples per rank per step; efficiency = 1-rank step / n-rank step (symgraph: against the "
              f"plain 1-process step; torch: against DDP on 1 rank); {rounds} rounds x {blocks} blocks of {steps} "
              "steps, slowest rank; each rank pinned to its own CPU",
+             "in flight/step: time from posting each bucket's reduction to the start of its wait, summed over "
+             "buckets (the work that overlaps it; smallest rank); done at wait: share of reductions finished when "
+             "their wait began (fully overlapped; smallest rank)",
              "wait/step: time a rank spent in MPI waits per step (communication not hidden); allreduce alone: a "
              "blocking MPI_Allreduce of the same bytes timed by itself",
              f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a shared machine)"]
-    return Table(title, rows, extra_columns=["ranks", "samples/s", "efficiency", "wait/step", "allreduce alone"],
+    return Table(title, rows, extra_columns=["ranks", "samples/s", "efficiency", "wait/step", "allreduce alone",
+                                                "in flight/step", "done at wait"],
                  notes=notes)
 
 

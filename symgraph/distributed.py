@@ -197,6 +197,9 @@ class Communicator:
         mpi: the mpi4py communicator.
         timeout: seconds a wait may take before raising DistributedError (None: wait forever).
         wait_seconds: total time spent waiting for reductions (communication not overlapped).
+        inflight_seconds: total time from posting each reduction to the start of its wait (the
+            graph's work that ran while it was in flight).
+        done_at_wait: reductions already finished when their wait began (one `MPI_Test`).
         reductions, bytes: reductions done and bytes reduced (per rank).
     """
 
@@ -205,6 +208,8 @@ class Communicator:
         self.timeout = timeout
         self._pending: dict[int, tuple] = {}
         self.wait_seconds = 0.0
+        self.inflight_seconds = 0.0
+        self.done_at_wait = 0
         self.reductions = 0
         self.bytes = 0
 
@@ -235,7 +240,7 @@ class Communicator:
         else:
             recv = np.empty_like(send)
             req = self.mpi.Iallreduce(send, recv, op=_mpi().SUM)
-        self._pending[(bucket, id(send))] = (req, send, recv, reduce)
+        self._pending[(bucket, id(send))] = (req, send, recv, reduce, time.perf_counter())
         self.reductions += 1
         self.bytes += send.nbytes
         return send
@@ -252,10 +257,13 @@ class Communicator:
         Raises:
             DistributedError: the wait took longer than `timeout` seconds.
         """
-        req, send, recv, reduce = self._pending.pop((bucket, id(started)))
+        req, send, recv, reduce, posted = self._pending.pop((bucket, id(started)))
         t0 = time.perf_counter()
+        self.inflight_seconds += t0 - posted
         if req is not None:
-            if self.timeout is None:
+            if req.Test():  # finished while the graph computed: fully overlapped
+                self.done_at_wait += 1
+            elif self.timeout is None:
                 req.Wait()
             else:
                 while not req.Test():

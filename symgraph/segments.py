@@ -7,8 +7,21 @@ cuts the schedule at the host ops: each maximal run of other nodes becomes a
 graph of its own (inputs: the values it reads from before it; outputs: the
 values read after it), compiled by the backend, and `SegmentedExecutable.run`
 calls the segments and the host ops in schedule order. Between segments it
-lets the communicators progress (`progress()`), so that a reduction posted
-before a segment moves while the next host op is reached.
+lets the communicators progress (`progress()`) while a reduction is in flight,
+so that a reduction posted before a segment moves while the next host op is
+reached.
+
+A cut costs what the uncut graph would have fused: a value computed before it
+and read after it is written to memory and read back. So cheap nodes go where
+they are read (`_place`): a view (a scalar broadcast to a parameter's shape) is
+computed in every segment that reads it, an elementwise node whose readers all
+come later (AdamW's `beta1 * m`, which needs no gradient) in the first of them;
+`stats["cut_bytes"]` gives the bytes that still cross.
+
+Arguments are checked once per call; the segments are then called through the
+backend's unchecked entry (`make_raw` of the LLVM executable) with the arrays
+earlier steps returned, and a host op's result is checked for its node's shape,
+dtype and layout before a segment reads it.
 
 The NumPy evaluator runs host ops itself (it calls every impl), so the
 "numpy" backend gets the whole graph.
@@ -89,18 +102,18 @@ def _remake(n: Node, inputs: tuple) -> Node:
 _MOVABLE = ("elementwise", "layout")
 
 
-def _place(steps: list[tuple[str, Any]], outputs: Sequence[Node]) -> dict[Node, set[int]]:
+def _place(steps: list[tuple[str, Any]]) -> dict[Node, set[int]]:
     """The steps (segments) that compute each node: cheap nodes go where they are read.
 
     A value computed in one segment and read in later ones crosses the cut: the segment writes
     it to memory and the later one reads it back, where the uncut graph would have fused it into
     its reader's loop (a scalar broadcast to a parameter's shape, AdamW's `beta1 * m` computed
-    before the gradient's wait). An elementwise or layout node that no host op reads, that is not
-    a graph output, and whose non-source inputs are no larger than itself (so no more bytes cross)
-    is placed instead in the segments that read it: a view or identity (`Op.cheap`: no
-    arithmetic) in every segment that reads it, any other such node in the first segment that
-    reads it, unless its own segment reads it too. Nodes are visited from the last one back, so
-    a chain of such nodes moves together.
+    before the gradient's wait). An elementwise or layout node that no host op reads and whose
+    non-source inputs are no larger than itself (so no more bytes cross) is placed instead in
+    the segments that read it: a view or identity (`Op.cheap`: no arithmetic) in every segment
+    that reads it, any other such node in the first segment that reads it, unless its own
+    segment reads it too (a graph output is returned from the last segment that computes it).
+    Nodes are visited from the last one back, so a chain of such nodes moves together.
 
     Returns:
         node -> the indices of the steps that compute it (every non-source node of a segment).
@@ -115,14 +128,13 @@ def _place(steps: list[tuple[str, Any]], outputs: Sequence[Node]) -> dict[Node, 
                 readers.setdefault(x, []).append(n)
                 if kind == "host":
                     host_read.add(x)
-    outs = set(outputs)
     for k in reversed(range(len(steps))):
         kind, v = steps[k]
         if kind != "seg":
             continue
         for n in reversed(v):
             rs = readers.get(n)
-            if (not rs or n.op.kind not in _MOVABLE or n in outs or n in host_read or n.op.extra.get("host")
+            if (not rs or n.op.kind not in _MOVABLE or n in host_read or n.op.extra.get("host")
                     or sum(x.nbytes for x in n.inputs if x.op.kind != "source") > n.nbytes):
                 continue
             at = set().union(*(homes[r] for r in rs))
@@ -158,7 +170,7 @@ def compile_segmented(backend: Backend, graph: Graph, order: Sequence[Node], don
             run.append(n)
     if run:
         steps.append(("seg", run))
-    homes = _place(steps, graph.outputs)
+    homes = _place(steps)
     segs = {k: [] for k, (kind, _) in enumerate(steps) if kind == "seg"}
     for n, ks in sorted(homes.items(), key=lambda e: e[0].id):  # creation order: inputs before readers
         if not n.op.extra.get("host"):
@@ -171,12 +183,14 @@ def compile_segmented(backend: Backend, graph: Graph, order: Sequence[Node], don
     homes = {n: {renum[k] for k in ks} for n, ks in homes.items()}
     # values read outside the steps that compute them: the latest home before the reader writes them out
     written: set[tuple[Node, int]] = set()
-    end = len(steps)
+    cut: set[Node] = set()  # values one segment writes for a later one (what the cuts cost in memory traffic)
     for j, (kind, v) in enumerate(steps):
         for n in (v if kind == "seg" else [v]):
             for x in n.inputs:
                 if x in homes and j not in homes[x]:
                     written.add((x, max(h for h in homes[x] if h < j)))
+                    if kind == "seg" and not x.op.extra.get("host"):
+                        cut.add(x)
     for o in graph.outputs:
         if o in homes:
             written.add((o, max(homes[o])))
@@ -208,7 +222,9 @@ def compile_segmented(backend: Backend, graph: Graph, order: Sequence[Node], don
         compiled.append(("seg", _Segment(ins, outs, exe, g, len(v), bool(don))))
         if don:
             outer_donated = frozenset(in_index[ins[j]] for j in don)
-    return SegmentedExecutable(graph, compiled, backend.name, outer_donated)
+    exe = SegmentedExecutable(graph, compiled, backend.name, outer_donated)
+    exe.stats["cut_bytes"] = sum(x.nbytes for x in cut)
+    return exe
 
 
 class SegmentedExecutable(Executable):
@@ -216,7 +232,7 @@ class SegmentedExecutable(Executable):
 
     Attributes:
         stats: the backend's figures summed over segments (kernels, arena_bytes, ...), plus
-            segments, host_ops, communication (buckets, bytes per call, and per bucket the
+            segments, host_ops, cut_bytes (bytes of the values a segment writes for a later one), communication (buckets, bytes per call, and per bucket the
             number of nodes scheduled between its start and its wait: work that overlaps it).
     """
 
