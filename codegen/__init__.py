@@ -132,7 +132,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         _dump("fused", graph, kernels=[k.nodes for k in prog.kernels])
         segments = plan_row_segments(prog, num_threads() if nthreads is None else nthreads)
         bp = plan_buffers(prog, segments)
-        lapack = _plan_lapack_scratch(prog, bp, raw_entry)
+        lapack = _plan_lapack_scratch(prog, bp, raw_entry, regions)
         stage("LLVM IR")
         mod, info = build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile,
                                  lapack=lapack, raw=raw_entry, regions=regions, segments=segments)
@@ -172,30 +172,30 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     return exe
 
 
-def _plan_lapack_scratch(prog: Any, bp: Any, raw_entry: bool) -> Any:
-    """The LAPACK calls' plan (`cpu.lapack.plan_lapack`): a status slot and their shared scratch,
+def _plan_lapack_scratch(prog: Any, bp: Any, raw_entry: bool, regions: dict) -> Any:
+    """The LAPACK calls' plan (`cpu.lapack.plan_lapack`): a status block and their shared scratch,
     placed at the end of the arena of `bp` (grown in place); None when the program calls no LAPACK.
 
+    The status block also holds a copy of each region sub-graph's block whose calls may fail (a
+    solve in a loop body): the region's native code copies it there when the sub-graph fails
+    (`codegen.llvm.region`), so the program raises the body's error after its call.
+
     Raises:
-        UnsupportedOpError: a LAPACK call that may fail inside a loop body (`raw_entry`), whose errors would
-            go unseen (argsort and pivots_to_permutation never fail).
+        UnsupportedOpError: an FFT inside a loop body (`raw_entry`), not compiled natively yet.
     """
-    from .cpu.lapack import NEVER_FAIL, plan_lapack
+    from .cpu.lapack import plan_lapack
     from .kernels.tasks import KernelKind
 
+    nested = {(r, gi): exe.lapack for r, rb in regions.items() for gi, exe in enumerate(rb.exes)
+              if exe.lapack is not None and exe.lapack.can_fail}
     lapack = plan_lapack([t.node for k in prog.kernels if k.kind is KernelKind.LAPACK for t in k.tasks],
-                         bp.arena_bytes)
-    if lapack is not None and raw_entry and any(c.routine not in NEVER_FAIL for c in lapack.order):
+                         bp.arena_bytes, nested)
+    if lapack is not None and raw_entry and any(c.routine == "fft" for c in lapack.order):
         from symgraph.errors import UnsupportedOpError
 
-        bad = next(c for c in lapack.order if c.routine not in NEVER_FAIL)
-        if bad.routine == "fft":
-            raise UnsupportedOpError("codegen: an FFT inside a loop body (sg.scan, sg.fori_loop) is not compiled "
-                                     "natively yet (its workspace is the program's arena); use backend='numpy', or "
-                                     "call it outside the loop")
-        raise UnsupportedOpError(f"codegen: {bad.op} inside a loop body (sg.scan, sg.fori_loop) is "
-                                 f"not compiled natively (its LAPACK errors would go unseen); use "
-                                 f"backend='numpy', or call it outside the loop")
+        raise UnsupportedOpError("codegen: an FFT inside a loop body (sg.scan, sg.fori_loop) is not compiled "
+                                 "natively yet (its workspace is the program's arena); use backend='numpy', or "
+                                 "call it outside the loop")
     if lapack is not None:
         bp.call_bytes += lapack.arena_bytes - bp.arena_bytes
         bp.arena_bytes = lapack.arena_bytes

@@ -29,8 +29,8 @@ import numpy as np
 from . import lax as L
 from .autodiff import is_float, jvp_nodes, placeholder, vjp_nodes
 from .batching import batch_nodes
-from .errors import ShapeError
-from .ir import Graph, Node, current_builder
+from .errors import LinAlgError, ShapeError
+from .ir import Graph, Node, current_builder, meta
 from .ops import OPS
 from .ops.batch import bcast
 from .passes.simplify import simplify
@@ -213,7 +213,7 @@ def _plan(g: Graph) -> tuple:
         if n in slot:
             continue
         slot[n] = len(slot)
-        steps.append((slot[n], n.op.impl, tuple(slot[x] for x in n.inputs), n.params, n.dtype))
+        steps.append((slot[n], n.op.impl, tuple(slot[x] for x in n.inputs), n.params, n.dtype, n))
     return len(slot), steps, [slot[o] for o in g.outputs], [o.dtype for o in g.outputs]
 
 
@@ -221,7 +221,11 @@ def _run_plan(plan: tuple, vals: list) -> list:
     nslots, steps, outs, dts = plan
     env = vals + [None] * (nslots - len(vals))
     with np.errstate(all="ignore"):
-        for s, impl, ins, params, dt in steps:
-            v = impl(*[env[i] for i in ins], **params)
+        for s, impl, ins, params, dt, n in steps:
+            try:
+                v = impl(*[env[i] for i in ins], **params)
+            except LinAlgError as e:  # a failure on values: at the sub-graph's node (its line), as the evaluator does
+                m = meta(n)
+                raise e.at(m.location, m.role) from None
             env[s] = v if isinstance(v, np.ndarray) and v.dtype == dt else np.asarray(v, dtype=dt)
     return [np.array(env[i], dtype=d) for i, d in zip(outs, dts)]

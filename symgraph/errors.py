@@ -215,12 +215,13 @@ class LinAlgError(SymgraphError, np.linalg.LinAlgError):
     def at(self, location: SourceLocation | None, role: str | None = None) -> "LinAlgError":
         """The same error pointing at `location` (the line of the node that failed).
 
-        When the node was built inside a public function (`location.call`, see `api_call`) whose
+        An error already pointed at a node (inside a loop body that a region node evaluates) is returned
+        as it is: the innermost node's line is the precise one. When the node was built inside a public function (`location.call`, see `api_call`) whose
         message names an internal op ("triangular_solve: singular matrix ..."), the message names
         the function instead and says which internal op found the failure, and whether it was in
         the function's derivative (`role` "backward" or "tangent").
         """
-        if location is None:
+        if location is None or getattr(self, "pinned", False):  # pinned: at a loop body's node already
             return self
         message = self.message
         call = location.call
@@ -231,4 +232,6 @@ class LinAlgError(SymgraphError, np.linalg.LinAlgError):
                 message = f"{call}{deriv}: {rest} (found by its internal step {op})"
             elif sep:
                 message = f"{call}{deriv}: {rest}"
-        return type(self)(message, location)
+        err = type(self)(message, location)
+        err.pinned = True  # the innermost node's line wins (a region's evaluation re-raises through its node)
+        return err

@@ -30,7 +30,7 @@ import numpy as np
 from . import lax as L
 from .autodiff import is_float, jvp_nodes, placeholder, vjp_nodes
 from .batching import batch_nodes
-from .errors import ShapeError
+from .errors import LinAlgError, ShapeError
 from .ir import Graph, Node, current_builder, meta, role, toposort
 from .ops import OPS
 from .ops.batch import bcast, move0, move_to0
@@ -176,7 +176,7 @@ class Region:
         for n in order:
             slot[n] = len(slot)
         self._nslots = len(slot)
-        self._steps = [(slot[n], n.op.impl, tuple(slot[x] for x in n.inputs), n.params, n.dtype) for n in order]
+        self._steps = [(slot[n], n.op.impl, tuple(slot[x] for x in n.inputs), n.params, n.dtype, n) for n in order]
         self._outs = [slot[o] for o in body.outputs]
         #: the loop this one extends with residual ys (`_backward`'s saver), else None: both compute the
         #: same carries and ys, so backends run one loop for the outputs of both (`root`)
@@ -240,8 +240,12 @@ class Region:
 
     def _step(self, vals: list) -> list:
         env = vals + [None] * (self._nslots - len(vals))
-        for s, impl, ins, params, dt in self._steps:
-            v = impl(*[env[i] for i in ins], **params)
+        for s, impl, ins, params, dt, n in self._steps:
+            try:
+                v = impl(*[env[i] for i in ins], **params)
+            except LinAlgError as e:  # a failure on values: at the body's node (its line), as the evaluator does
+                m = meta(n)
+                raise e.at(m.location, m.role) from None
             env[s] = v if isinstance(v, np.ndarray) and v.dtype == dt else np.asarray(v, dtype=dt)
         return [env[i] for i in self._outs]
 

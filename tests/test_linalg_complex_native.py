@@ -272,13 +272,18 @@ def test_nonfinite_matrix_raises_the_evaluators_error(f):
     assert want == got and "contains NaN or infinity" in got
 
 
-def test_lapack_inside_a_loop_body_is_refused_naming_the_numpy_backend():
+def test_complex_lapack_inside_a_loop_body_compiles_natively():
+    """Complex LAPACK (zgetrf, ztrsm) in a loop body: native, as real LAPACK (tests/test_linalg_loops.py), with
+    the evaluator's values and its error on a singular matrix at the body's line."""
     a = _well(3, 3)
     f = lambda a: sg.fori_loop(0, 2, lambda i, c: np.linalg.inv(c), a)  # noqa: E731
-    with pytest.raises(sg.UnsupportedOpError, match="backend='numpy'") as e:
-        sg.compile(f)(a)
-    assert "loop body" in str(e.value)
-    _close(sg.compile(f, backend="numpy")(a), a, 1e-12, "inv inv")
+    cf = sg.compile(f)
+    _close(cf(a), a, 1e-12, "inv inv")
+    assert cf.stats["loop_regions"] >= 1
+    with pytest.raises(sg.LinAlgError, match=r"^np\.linalg\.inv: singular matrix") as e:
+        cf(np.array([[1.0, 2j, 0.0], [1.0, 2j, 0.0], [0.0, 0.0, 1.0]]))
+    assert e.value.location.filename == __file__
+    _close(cf(2 * a), a * 2, 1e-12, "after the error")
 
 
 def test_scipy_linalg_complex_functions_compile_natively():

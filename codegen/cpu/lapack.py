@@ -54,7 +54,7 @@ __all__ = ["LapackCall", "LapackPlan", "plan_lapack", "plan_complex", "lapack_er
 #: int64 words of the status slot: call number + 1, info, batch index, detail.
 STATUS_WORDS = 4
 
-#: The routines that never fail (no status to read), so that they may run inside a loop body.
+#: The routines that never fail (they write no status).
 NEVER_FAIL = ("perm", "sort")
 
 #: The info value a call reports for a matrix with a NaN or an infinity (checked before LAPACK runs).
@@ -319,10 +319,16 @@ class LapackPlan:
     Attributes:
         calls: node -> its `LapackCall`, numbered in `order` (the status names call i + 1).
         order: the calls in program order.
-        status_offset: arena byte offset of the status slot: int64 words (call number + 1, info, batch
-            index of the failing matrix, detail).
+        status_offset: arena byte offset of the status block: a slot of `STATUS_WORDS` int64 words (call
+            number + 1, info, batch index of the failing matrix, detail), then one copy of each nested
+            plan's status block (`nested`).
         scratch_offset: arena byte offset of the scratch all calls share (they run one after the other).
         arena_bytes: the arena's new size.
+        nested: the plans of the loop bodies and branches (region sub-graphs) this program calls whose
+            LAPACK calls may fail. When sub-graph j's call fails, the region's native code copies the
+            sub-graph's status block into copy j of this block and names `len(order) + j + 1` in the slot
+            (`codegen.llvm.region`), so the error surfaces after the program's call with the body's line.
+        nested_index: (region, sub-graph index) -> j in `nested`.
     """
 
     calls: dict
@@ -330,35 +336,69 @@ class LapackPlan:
     status_offset: int
     scratch_offset: int
     arena_bytes: int
+    nested: list = field(default_factory=list)
+    nested_index: dict = field(default_factory=dict)
+
+    @property
+    def status_bytes(self) -> int:
+        """Bytes of the status block: the slot and each nested plan's block."""
+        return STATUS_WORDS * 8 + sum(p.status_bytes for p in self.nested)
+
+    def nested_offset(self, j: int) -> int:
+        """Byte offset of nested plan j's copy within the status block."""
+        return STATUS_WORDS * 8 + sum(p.status_bytes for p in self.nested[:j])
+
+    @property
+    def can_fail(self) -> bool:
+        """Whether a call of the program (or of a nested one) may report a failure."""
+        return bool(self.nested) or any(c.routine not in NEVER_FAIL for c in self.order)
 
 
-def plan_lapack(nodes: list, arena_bytes: int) -> LapackPlan | None:
+def plan_lapack(nodes: list, arena_bytes: int, nested: dict | None = None) -> LapackPlan | None:
     """Plan the LAPACK calls of `nodes` (LAPACK-lowered nodes in program order) after an arena of `arena_bytes`.
 
+    Args:
+        nodes: the program's LAPACK-lowered nodes, in program order.
+        arena_bytes: the arena's size before the status block and the scratch.
+        nested: (region, sub-graph index) -> that sub-graph's plan, for the region sub-graphs whose calls
+            may fail (`LapackPlan.nested`).
+
     Returns:
-        None without such nodes, else the plan (the arena grows by the status slot and the largest
-        call's scratch).
+        None without such nodes or nested plans, else the plan (the arena grows by the status block and
+        the largest call's scratch).
 
     Raises:
         UnsupportedOpError: no LAPACK library in NumPy's bundled OpenBLAS.
     """
-    if not nodes:
+    nested = nested or {}
+    if not nodes and not nested:
         return None
     order = [plan_call(nd) for nd in nodes]
     for i, c in enumerate(order):
         c.number = i
-    status = -(-arena_bytes // _ALIGN) * _ALIGN
-    scratch = status + _ALIGN
-    total = scratch + max(c.scratch_bytes for c in order)
-    return LapackPlan({c.node: c for c in order}, order, status, scratch, total)
+    plan = LapackPlan({c.node: c for c in order}, order, 0, 0, 0, list(nested.values()),
+                      {key: j for j, key in enumerate(nested)})
+    plan.status_offset = -(-arena_bytes // _ALIGN) * _ALIGN
+    plan.scratch_offset = plan.status_offset + -(-plan.status_bytes // _ALIGN) * _ALIGN
+    plan.arena_bytes = plan.scratch_offset + max((c.scratch_bytes for c in order), default=0)
+    return plan
 
 
 def lapack_error(plan: LapackPlan, arena: np.ndarray) -> LinAlgError | None:
     """The error a call's status slot reports, or None when every LAPACK call succeeded."""
-    st = arena[plan.status_offset:plan.status_offset + STATUS_WORDS * 8].view(np.int64)
+    return _status_error(plan, arena[plan.status_offset:plan.status_offset + plan.status_bytes].view(np.int64))
+
+
+def _status_error(plan: LapackPlan, st: np.ndarray) -> LinAlgError | None:
+    """The error of a status block (int64 words, `LapackPlan.status_offset`), a nested plan's in turn."""
     if not st[0]:
         return None
-    call = plan.order[int(st[0]) - 1]
+    k = int(st[0]) - 1
+    if k >= len(plan.order):  # a loop body's or a branch's call: its status block, copied into ours
+        j = k - len(plan.order)
+        sub, off = plan.nested[j], plan.nested_offset(j) // 8
+        return _status_error(sub, st[off:off + sub.status_bytes // 8])
+    call = plan.order[k]
     info = int(st[1])
     m = meta(call.node)  # the user's line that made the node (at trace time), as the evaluator says
     loc, role = m.location, m.role

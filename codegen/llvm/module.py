@@ -29,7 +29,6 @@ from symgraph.passes.cost import node_flops
 from ..cpu import blas as cpu_blas
 from ..cpu import pool as cpu_pool
 from ..cpu.abi import ARRAY_DATA_OFFSET, OBJECT_ABI, TUPLE_ITEMS_OFFSET
-from ..cpu.lapack import STATUS_WORDS
 from ..jit import has_avx512
 from ..kernels.buffers import BufferPlan
 from ..kernels.expr import Expr, expr_weight
@@ -450,7 +449,7 @@ class _Entry:
         if lapack is not None:  # the LAPACK status slot, zeroed (the executable reads it after the call)
             self.status = b.gep(self.arena_base, [ir.Constant(I64, lapack.status_offset)], source_etype=I8)
             self.scratch = b.gep(self.arena_base, [ir.Constant(I64, lapack.scratch_offset)], source_etype=I8)
-            for i in range(STATUS_WORDS):
+            for i in range(lapack.status_bytes // 8):  # the slot and the nested sub-graphs' copies
                 b.store(ir.Constant(I64, 0), b.gep(self.status, [ir.Constant(I64, i)], source_etype=I64))
 
     def _item(self, tup: ir.Value, k: int) -> ir.Value:

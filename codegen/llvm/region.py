@@ -107,6 +107,7 @@ class _Lower:
         self.size = 0
         self.blk = None
         self.calls = 0
+        self.failed: ir.Value | None = None  # the last sub-graph call failed (`_propagate_failure`)
 
     def reserve(self, key: Any, nbytes: int) -> None:
         self.offs[key] = self.size
@@ -127,6 +128,32 @@ class _Lower:
     def copy(self, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
         if nbytes > 0:
             self.b.call(self.memcpy, [dst, src, ir.Constant(I64, nbytes)])
+
+    def _propagate_failure(self, gi: int) -> ir.Value | None:
+        """After a call of sub-graph `gi` whose LAPACK calls may fail: whether it failed (an i1), its status
+        block copied into the program's (`cpu.lapack.LapackPlan.nested`; the first failure is kept), else None."""
+        plan = self.entry.lapack
+        j = plan.nested_index.get((self.region, gi)) if plan is not None else None
+        if j is None:
+            return None
+        b, sub = self.b, plan.nested[j]
+        st = b.gep(self.at("arena"), [ir.Constant(I64, sub.status_offset)], source_etype=I8)
+        failed = b.icmp_signed("!=", b.load(st, typ=I64), ir.Constant(I64, 0))
+        with b.if_then(failed, likely=False):
+            mine = self.entry.status
+            with b.if_then(b.icmp_signed("==", b.load(mine, typ=I64), ir.Constant(I64, 0))):
+                self.copy(b.gep(mine, [ir.Constant(I64, plan.nested_offset(j))], source_etype=I8), st,
+                          sub.status_bytes)
+                b.store(ir.Constant(I64, len(plan.order) + j + 1), mine)
+        return failed
+
+    def leave_if_failed(self, exit_bb: ir.Block) -> None:
+        """Branch to `exit_bb` when the last sub-graph call failed (a loop stops at its first failure)."""
+        if self.failed is not None:
+            b = self.b
+            go_on = b.append_basic_block(f"region{self.ki}_ok{self.calls}")
+            b.cbranch(self.failed, exit_bb, go_on)
+            b.position_at_end(go_on)
 
     def ptr(self, node: Any) -> ir.Value:
         return self.entry.ptr_of(node)
@@ -149,6 +176,7 @@ class _Lower:
                 b.store(targets[o], b.gep(out_arr, [ir.Constant(I64, plan[1])], source_etype=PTR))
         fn = self.cx.function(rb.symbols[gi], VOID, [PTR, PTR, PTR, PTR])
         b.call(fn, [in_arr, out_arr, self.at("arena"), _addr(b, int(rb.const_ptrs[gi].ctypes.data))])
+        self.failed = self._propagate_failure(gi)
         for o, plan in enumerate(exe.out_plan):
             kind, nbytes = plan[0], graph.outputs[o].nbytes
             if kind in ("copy_in", "in"):
@@ -199,6 +227,7 @@ def _scan(lw: _Lower) -> None:
             else:
                 targets.append(lw.at(("y", j)))
         lw.call(0, [lw.ptr(ins[i]) for i in range(nc)] + cur + xptr, targets)
+        lw.leave_if_failed(after_bb)
         for j in range(nk):
             lw.copy(cur[j], nxt[j], cbytes[j])
         t1 = b.add(t, ir.Constant(I64, 1))
@@ -262,10 +291,12 @@ def _while(lw: _Lower) -> None:
     b.position_at_end(test_bb)
     flag = lw.at("flag")
     lw.call(0, cur + rest, [flag])
+    lw.leave_if_failed(done)
     go = b.icmp_unsigned("!=", b.load(flag, typ=I8), ir.Constant(I8, 0))
     b.cbranch(go, body_bb, done)
     b.position_at_end(body_bb)
     lw.call(1, cur + rest, nxt)
+    lw.leave_if_failed(done)
     for j in range(nk):
         lw.copy(cur[j], nxt[j], cbytes[j])
     b.branch(test_bb)
