@@ -57,6 +57,7 @@ from .options import FOLD_LIMIT, SimplifyOptions
 from .polynomial import polynomial_pass
 from .rewrite import rewrite_pass
 from .rules import GENERIC_RULES, RULES, rule
+from . import masks  # noqa: E402,F401  (registers the guard-mask rules)
 
 __all__ = [
     "FOLD_LIMIT",
