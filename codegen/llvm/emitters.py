@@ -23,6 +23,7 @@ from llvmlite import ir
 from symgraph.ops import OPS
 
 from ..kernels.expr import Expr
+from . import fastir
 from .context import F32, F64, I1, I64, LoweringContext, is_float, is_signed
 from .reduce import REDUCERS
 
@@ -46,7 +47,7 @@ def math_call(cx: LoweringContext, name: str, args: list[ir.Value], dtype: np.dt
     op = OPS.get(name)
     spec = op.math if op is not None else None
     if spec is not None and spec.intrinsic:
-        return b.call(cx.intrinsic(spec.intrinsic, ty, len(args)), list(args))
+        return fastir.call(b, cx.intrinsic(spec.intrinsic, ty, len(args)), list(args))
     if spec is not None and spec.libm:
         fname = spec.libm + ("f" if ty == F32 else "")
         return b.call(cx.function(fname, ty, [ty] * len(args), attrs=("nounwind", "readnone")), list(args))
@@ -84,7 +85,7 @@ def _float_or_int(fop: str, iop: str) -> Emitter:
     def emit(cx: LoweringContext, e: Expr, a: list) -> ir.Value:
         b = cx.builder
         if is_float(e.dtype):
-            return getattr(b, fop)(a[0], a[1])
+            return fastir.binop(b, fop, a[0], a[1])
         if e.dtype.kind == "b":
             # bool arithmetic as NumPy: add = or, mul = and, sub is rejected by numpy
             return b.or_(a[0], a[1]) if iop == "add" else b.and_(a[0], a[1]) if iop == "mul" else b.xor(a[0], a[1])
@@ -100,7 +101,7 @@ EMITTERS["mul"] = _float_or_int("fmul", "mul")
 
 @emitter("div")
 def _div(cx, e, a):
-    return cx.builder.fdiv(a[0], a[1])
+    return fastir.binop(cx.builder, "fdiv", a[0], a[1])
 
 
 @emitter("neg")
@@ -308,7 +309,7 @@ def _int_mod(cx, e, a):
 def _muladd(cx, e, a):
     """a*b + c as fmul then fadd, without contraction flags: two roundings, as the evaluator."""
     b = cx.builder
-    return b.fadd(b.fmul(a[0], a[1]), a[2])
+    return fastir.binop(b, "fadd", fastir.binop(b, "fmul", a[0], a[1]), a[2])
 
 
 def _math(name: str) -> Emitter:

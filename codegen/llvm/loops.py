@@ -191,30 +191,42 @@ class KernelEmitter(ReductionSteps):
         v = memo.get(e)
         if v is not None:
             return v
-        # iterative post-order over the DAG (long fused chains must not recurse)
-        stack: list[tuple[Expr, bool]] = [(e, False)]
+        # iterative post-order over the DAG (long fused chains must not recurse): a stack of Exprs,
+        # each one whose inputs are pushed followed by None and itself (no tuple per entry)
+        stack: list = [e]
+        pop, push = stack.pop, stack.append
         var_group = self.var_group
+        emitters = EMITTERS
+        emit_one = self._emit_one
         while stack:
-            x, ready = stack.pop()
+            x = pop()
+            if x is None:
+                x = pop()
+                if x in memo:
+                    continue
+                fn = emitters.get(x.op)
+                if fn is not None:  # an elementwise op on Exprs emitted already (most of a body)
+                    memo[x] = fn(self.cx, x, [memo[a] for a in x.args])
+                else:
+                    memo[x] = emit_one(x, memo)
+                continue
             if x in memo:
                 continue
-            if not ready:
-                stack.append((x, True))
-                deps = x.deps  # the arguments when all are Exprs
-                if deps is not x.args:
-                    # Expr arguments, then the atoms of affine ones; loop variables inside affine
-                    # forms are read directly
-                    deps = [a for a in x.args if isinstance(a, Expr)]
-                    for a in x.args:
-                        if isinstance(a, Aff):
-                            deps.extend(a.atoms())
-                    deps = [d for d in deps if not (d.op == "var" and d.attrs[0] in var_group)
-                            or any(d is a for a in x.args)]
-                for d in deps:
-                    if d not in memo:
-                        stack.append((d, False))
-                continue
-            memo[x] = self._emit_one(x, memo)
+            push(x)
+            push(None)
+            deps = x.deps  # the arguments when all are Exprs
+            if deps is not x.args:
+                # Expr arguments, then the atoms of affine ones; loop variables inside affine
+                # forms are read directly
+                deps = [a for a in x.args if isinstance(a, Expr)]
+                for a in x.args:
+                    if isinstance(a, Aff):
+                        deps.extend(a.atoms())
+                deps = [d for d in deps if not (d.op == "var" and d.attrs[0] in var_group)
+                        or any(d is a for a in x.args)]
+            for d in deps:
+                if d not in memo:
+                    push(d)
         return memo[e]
 
     def _emit_one(self, e: Expr, memo: dict) -> ir.Value:
