@@ -140,7 +140,7 @@ def pipeline_stages(f: Callable, x: Any) -> dict:
 
     def ir() -> tuple:
         bp = plan_buffers(prog)
-        mod, info = build_module(prog, bp, blas, name=f.__name__, abi=runtime.call_abi())
+        mod, info = build_module(prog, bp, blas, name=f.__name__, abi=runtime.call_abi(), light=light)
         text = module_text(mod, info["prefer_512"])
         release_session()
         return bp, (jit.LIGHT_PIPELINE_MARK if light else "") + text

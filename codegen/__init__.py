@@ -133,19 +133,19 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         segments = plan_row_segments(prog, num_threads() if nthreads is None else nthreads)
         bp = plan_buffers(prog, segments)
         lapack = _plan_lapack_scratch(prog, bp, raw_entry, regions)
+        # LAPACK kernels count by their outputs: sort's and argsort's are native loop nests (a radix sort)
+        # like a loop kernel's
+        light = all(k.size <= LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind is KernelKind.LOOP) and \
+            all(t.node.size <= LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind is KernelKind.LAPACK
+                for t in k.tasks)
+        if lapack is not None and any(c.routine == "fft" for c in lapack.order):
+            light = False  # the native FFT's loops are to be vectorized (codegen.llvm.fft)
         stage("LLVM IR")
         mod, info = build_module(prog, bp, blas, name=name, nthreads=nthreads, abi=abi, profile=profile,
-                                 lapack=lapack, raw=raw_entry, regions=regions, segments=segments)
+                                 lapack=lapack, raw=raw_entry, regions=regions, segments=segments, light=light)
         text = module_text(mod, info["prefer_512"])
         del mod  # free the llvmlite objects before LLVM parses the text
         release_session()  # the loop-body IR is not needed any more
-    # LAPACK kernels count by their outputs: sort's and argsort's are native loop nests (a radix sort) like a
-    # loop kernel's
-    light = all(k.size <= LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind is KernelKind.LOOP) and \
-        all(t.node.size <= LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind is KernelKind.LAPACK
-            for t in k.tasks)
-    if lapack is not None and any(c.routine == "fft" for c in lapack.order):
-        light = False  # the native FFT's loops are to be vectorized (codegen.llvm.fft)
     if light:
         text = jit.LIGHT_PIPELINE_MARK + text
     t_ir = time.perf_counter() - t0 - t_fuse

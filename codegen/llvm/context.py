@@ -78,6 +78,15 @@ class LoweringContext:
         in_loop: whether emission is inside a loop body (vector math pays off).
         use_vmath: route transcendentals to the vector-math module when available.
         vmath: that module (`codegen.llvm.vmath`) when `use_vmath`, else None.
+        indirect_math: outside loops, call the libm functions of transcendentals through
+            pointers (`math_pointer`) instead of as intrinsics (llvm.sin.f64) or direct calls:
+            set for programs compiled with the light pipeline (`codegen.jit.optimize(light=True)`,
+            code generation at level 0). There LLVM's fast instruction selector refuses every
+            direct call (the JIT's large code model), so each call went through SelectionDAG on
+            its own: on `bench.scale.mixed_chain(100_000)`'s value and gradient (60 scalar kernels,
+            29,803 calls of sin, cos, tanh, exp) object emission took 2.13 s of CPU, 0.87 s through
+            pointers. The intrinsics lower to calls of the same libm functions at that level, so
+            every value is the same, bit for bit.
     """
 
     def __init__(self, module: ir.Module, use_vmath: bool = True):
@@ -98,6 +107,9 @@ class LoweringContext:
         #: (`pieces.Field`); None elsewhere (contexts are stored field by field, from `ptr_of` values)
         self.context_table: Any = None
         self.field_of: Callable[[Any], Any] | None = None
+        self.indirect_math = False
+        self._math_ptrs: dict[str, ir.Value] = {}  # libm name -> its pointer loaded in `_math_ptrs_of`'s block
+        self._math_ptrs_of: ir.IRBuilder | None = None
 
     # -- declarations --
 
@@ -115,6 +127,29 @@ class LoweringContext:
     def intrinsic(self, name: str, ty: ir.Type, nargs: int = 1) -> ir.Function:
         suffix = {F64: "f64", F32: "f32"}.get(ty) if ty in (F64, F32) else f"i{ty.width}"
         return self.function(f"llvm.{name}.{suffix}", ty, [ty] * nargs, attrs=())
+
+    def math_pointer(self, libm: str, ty: ir.Type, nargs: int) -> ir.Value | None:
+        """libm function `libm` (of nargs arguments of type ty) as a pointer loaded in this function's
+        entry block (`indirect_math`), or None when there is no entry block (`alloca_builder`).
+
+        The pointer is an internal global initialized to the function, loaded once per kernel.
+        """
+        ab = self.alloca_builder
+        if ab is None:
+            return None
+        if self._math_ptrs_of is not ab:  # a new function: its own loads
+            self._math_ptrs_of = ab
+            self._math_ptrs = {}
+        p = self._math_ptrs.get(libm)
+        if p is None:
+            g = self.module.globals.get(f"sg.fp.{libm}")
+            if g is None:
+                fn = self.function(libm, ty, [ty] * nargs, attrs=("nounwind",))
+                g = ir.GlobalVariable(self.module, PTR, f"sg.fp.{libm}")
+                g.linkage = "internal"
+                g.initializer = fn
+            p = self._math_ptrs[libm] = ab.load(g, typ=PTR, align=8)
+        return p
 
     # -- constants and casts --
 

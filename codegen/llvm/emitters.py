@@ -46,11 +46,17 @@ def math_call(cx: LoweringContext, name: str, args: list[ir.Value], dtype: np.dt
     ty = args[0].type
     op = OPS.get(name)
     spec = op.math if op is not None else None
-    if spec is not None and spec.intrinsic:
-        return fastir.call(b, cx.intrinsic(spec.intrinsic, ty, len(args)), list(args))
-    if spec is not None and spec.libm:
+    if cx.indirect_math and spec is not None and spec.libm and (spec.intrinsic is None or spec.intrinsic in _VIA_LIBM):
         fname = spec.libm + ("f" if ty == F32 else "")
-        return b.call(cx.function(fname, ty, [ty] * len(args), attrs=("nounwind", "readnone")), list(args))
+        p = cx.math_pointer(fname, ty, len(args))
+        if p is not None:
+            return fastir.call_pointer(b, p, ty, list(args))
+    if spec is not None and (spec.intrinsic or spec.libm):
+        if spec.intrinsic:
+            fn = cx.intrinsic(spec.intrinsic, ty, len(args))
+        else:
+            fn = cx.function(spec.libm + ("f" if ty == F32 else ""), ty, [ty] * len(args), attrs=("nounwind", "readnone"))
+        return fastir.call(b, fn, list(args))
     if name == "sigmoid":  # the one composite (MathFn.via)
         # the evaluator's formula: e = exp(-|x|); x >= 0 ? 1/(1+e) : e/(1+e)
         (x,) = args
@@ -60,6 +66,13 @@ def math_call(cx: LoweringContext, name: str, args: list[ir.Value], dtype: np.dt
         d = b.fadd(one, e)
         return b.select(b.fcmp_ordered(">=", x, ir.Constant(ty, 0.0)), b.fdiv(one, d), b.fdiv(e, d))
     raise KeyError(f"math_call: unknown function {name!r}")
+
+
+#: Intrinsics that code generation at level 0 lowers to a call of the libm function of the same name
+#: and that the light pipeline's instcombine rewrites only exactly (sin(-x) = -sin(x)); with
+#: `LoweringContext.indirect_math` they are called through pointers to those functions. Not sqrt
+#: (an instruction) nor pow (pow(x, 2.0) becomes x*x, which libm's pow need not equal).
+_VIA_LIBM = frozenset(("sin", "cos", "tan", "exp", "log", "tanh"))
 
 
 # ----- elementwise emitters: fn(cx, expr, args) -> value -----

@@ -17,7 +17,7 @@ from __future__ import annotations
 from llvmlite import ir
 from llvmlite.ir.instructions import CallInstrAttributes, FastMathFlags
 
-__all__ = ["binop", "call"]
+__all__ = ["binop", "call", "call_pointer"]
 
 
 def _new_name(scope: object) -> str:
@@ -86,6 +86,26 @@ class _Call(ir.CallInstr):
         return f"{ref}call {self.type} {_ref(fn)}({args})"
 
 
+class _PointerCall(_Call):
+    """`%".N" = call <ret> %"p"(<ty> <a>, ...)`: a call through a function pointer (llvmlite's
+    builder needs a function there)."""
+
+    def __init__(self, block: ir.Block, ptr: ir.Value, ret: ir.Type, args: tuple) -> None:
+        self.parent = block
+        self.type = ret
+        self._name = name = _new_name(block.scope)
+        self._StringReferenceCaching__cached_refstr = f'%"{name}"'
+        self.cconv = ""
+        self.tail = ""
+        self.fastmath = FastMathFlags(())
+        self.attributes = CallInstrAttributes(())
+        self.arg_attributes = {}
+        self.opname = "call"
+        self.operands = [ptr, *args]
+        self.flags = []
+        self.metadata = {}
+
+
 def binop(b: ir.IRBuilder, opname: str, x: ir.Value, y: ir.Value) -> ir.Value:
     """`b.<opname>(x, y)` (fadd, fsub, fmul, fdiv, ...; no flags) as a `_BinOp`, inserted at b's position.
 
@@ -112,5 +132,12 @@ def call(b: ir.IRBuilder, fn: ir.Function, args: list) -> ir.Value:
             or any(isinstance(p, ir.MetaDataType) for p in params):
         return b.call(fn, args)
     instr = _Call(b.block, fn, tuple(args))
+    b._insert(instr)
+    return instr
+
+
+def call_pointer(b: ir.IRBuilder, ptr: ir.Value, ret: ir.Type, args: list) -> ir.Value:
+    """A call of the function at pointer `ptr` (returning `ret`, no calling convention) on args, inserted at b's position."""
+    instr = _PointerCall(b.block, ptr, ret, tuple(args))
     b._insert(instr)
     return instr

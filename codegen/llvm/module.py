@@ -663,8 +663,8 @@ class _Profile:
 
 def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "f",
                  nthreads: int | None = None, abi: str = "ctypes", profile: bool = False, raw: bool = False,
-                 regions: dict | None = None, lapack: Any = None, segments: list | tuple = ()
-                 ) -> tuple[ir.Module, dict]:
+                 regions: dict | None = None, lapack: Any = None, segments: list | tuple = (),
+                 light: bool = False) -> tuple[ir.Module, dict]:
     """Emit the LLVM module of a partitioned program.
 
     Args:
@@ -681,6 +681,8 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
         lapack: the program's LAPACK calls and their arena space (`codegen.cpu.lapack.plan_lapack`), or None.
         segments: the row-tiled runs of kernels (`codegen.kernels.rows.plan_row_segments`, placed by
             `plan_buffers`): each is called as one function over tiles (`codegen.llvm.rows`).
+        light: the module is for the light pipeline (`codegen.jit.optimize(light=True)`): libm functions
+            outside loops are called through pointers (`LoweringContext.indirect_math`).
 
     Returns:
         (module, info): info has kernel kinds, parallel kernels, vector width
@@ -689,6 +691,7 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
     """
     nthreads = num_threads() if nthreads is None else nthreads
     cx = _new_module(name)
+    cx.indirect_math = light
     tiled = frozenset(ki for seg in segments for ki in seg.kernels)
     loops = _emit_loop_kernels(cx, prog, bp.ref, nthreads, tiled)
     runs = {seg.first: (si, emit_segment_function(cx, si, seg, loops.calls, loops.plans,
