@@ -130,12 +130,13 @@ class LoweringContext:
 
     def math_pointer(self, libm: str, ty: ir.Type, nargs: int) -> ir.Value | None:
         """libm function `libm` (of nargs arguments of type ty) as a pointer loaded in this function's
-        entry block (`indirect_math`), or None when there is no entry block (`alloca_builder`).
+        entry block (`indirect_math`), or None when there is none (`alloca_builder` unset or another
+        function's).
 
         The pointer is an internal global initialized to the function, loaded once per kernel.
         """
         ab = self.alloca_builder
-        if ab is None:
+        if ab is None or self.builder is None or ab.block.parent is not self.builder.block.parent:
             return None
         if self._math_ptrs_of is not ab:  # a new function: its own loads
             self._math_ptrs_of = ab
