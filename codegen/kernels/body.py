@@ -23,6 +23,7 @@ from .expr import Expr
 
 __all__ = ["BodyBuilder", "LAYOUTS", "uniform_const", "uniform_scalar"]
 
+_UNSEEN = object()  # `BodyBuilder.const_keys`: not looked at yet
 _COST_CLAMP = 1 << 30  # `BodyBuilder.cost` saturates here (far above symgraph.passes.cost.EXPENSIVE)
 
 
@@ -52,9 +53,12 @@ def uniform_scalar(node: Node) -> Any:
 class BodyBuilder:
     """Builds loop-body Exprs for graph nodes at symbolic indices (one per partition round)."""
 
-    def __init__(self, materialized: set, consts: dict):
+    def __init__(self, materialized: set, consts: dict, const_keys: dict | None = None):
         self.M = materialized
         self.consts = consts
+        # constant node -> the attrs and dtype of its "const" Expr, or None when its elements differ:
+        # kept across the partitioner's rounds (one `uniform_const` and byte string per node)
+        self.const_keys = {} if const_keys is None else const_keys
         self.memo: dict[tuple, Expr] = {}
         self.expr_node: dict[Expr, Node] = {}
         self.cost: dict[Expr, int] = {}
@@ -149,9 +153,18 @@ class BodyBuilder:
 
     def _leaf(self, n: Node, idx: tuple[Aff, ...]) -> Expr | None:
         if n.op.name == "constant":
-            u = uniform_const(n) if n not in self.M else None
-            if u is not None:
-                return Expr.const(u, n.dtype)
+            if n not in self.M:
+                k = self.const_keys.get(n, _UNSEEN)
+                if k is _UNSEEN:
+                    u = uniform_const(n)
+                    if u is not None:  # what `Expr.const(u, n.dtype)` makes
+                        a = np.asarray(u, dtype=n.dtype).reshape(())
+                        k = ((a.dtype.str, a.tobytes()), a.dtype)
+                    else:
+                        k = None
+                    self.const_keys[n] = k
+                if k is not None:
+                    return Expr.make("const", (), k[0], k[1])
             self.consts[n] = n.attr("value").array
             return self.load(n, idx)
         if n in self.M or n.op.kind == "source":

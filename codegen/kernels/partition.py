@@ -150,9 +150,10 @@ class _Partitioner:
         """Partition in rounds until nothing more is materialized; the kernels in execution order."""
         M = self.forced()
         consts: dict = {}
+        const_keys: dict = {}  # `BodyBuilder.const_keys`, shared by the rounds
         while True:  # M only grows (bounded by the graph), so this terminates
             release_session()  # a fresh table of interned Exprs per round
-            b = BodyBuilder(M, consts)
+            b = BodyBuilder(M, consts, const_keys)
             changed = False
             # a LAPACK task reads each operand as one contiguous buffer
             for n in self.order:
