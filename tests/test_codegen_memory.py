@@ -62,6 +62,7 @@ def test_layers_share_kernel_functions_with_bitwise_equal_results(monkeypatch, c
     assert len(_kernel_defs(jitted.ir_text)) == st["kernel_functions"]
     # the same program with one function per kernel: the same bits
     monkeypatch.setattr(P, "_dedup_kernel", _no_dedup)
+    monkeypatch.setattr(P, "kernel_key", lambda *a: None)
     ref_cf = sg.compile(f, checkpoint=checkpoint)
     want = ref_cf(*args)
     assert ref_cf.stats["kernel_functions"] == ref_cf.stats["loop_kernels"]
@@ -78,6 +79,26 @@ def test_layers_share_kernel_functions_with_bitwise_equal_results(monkeypatch, c
         d = g * (1 - acts[i + 1] ** 2)
         np.testing.assert_allclose(got[i], acts[i].T @ d, rtol=2e-4, atol=2e-5)
         g = d @ Ws[i].T
+
+
+def test_equal_kernels_are_emitted_once_and_keys_match_the_text(monkeypatch):
+    """Kernels of equal `kernel_key` are emitted once; emitted all (SYMGRAPH_CHECK_KERNEL_KEYS), equal keys
+    had equal IR text (the check raises otherwise), and both programs give the same bits."""
+    f, args = _chain_grad(L=16)
+    emitted = []
+    lower = P.lower_loop_kernel
+    monkeypatch.setattr(P, "lower_loop_kernel", lambda *a, **k: emitted.append(1) or lower(*a, **k))
+    cf = sg.compile(f, checkpoint="sqrt")
+    got = cf(*args)
+    st = cf.stats
+    assert len(emitted) == st["kernel_functions"] < st["loop_kernels"] // 4
+    emitted.clear()
+    monkeypatch.setattr(P, "_CHECK_KEYS", True)
+    ref_cf = sg.compile(f, checkpoint="sqrt")
+    want = ref_cf(*args)
+    assert len(emitted) == ref_cf.stats["loop_kernels"] and ref_cf.stats["kernel_functions"] == st["kernel_functions"]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
 
 
 def test_shared_kernels_are_called_not_inlined():

@@ -108,20 +108,7 @@ class KernelEmitter(ReductionSteps):
         self.kernel = kernel
         self.plan = plan
         self.buffer_of = buffer_of
-        # distinct buffers touched: loads and stores
-        bufs: list = []
-        seen = set()
-        for t in kernel.tasks:
-            for e in t.loads:
-                k = buffer_of(e.attrs[0])
-                if k not in seen:
-                    seen.add(k)
-                    bufs.append(k)
-            k = buffer_of(t.node)
-            if k not in seen:
-                seen.add(k)
-                bufs.append(k)
-        self.buffers = bufs
+        bufs = self.buffers = kernel_buffers(kernel, buffer_of)
         fnty = ir.FunctionType(VOID, [PTR] * len(bufs) + [I64, I64, PTR])
         self.fn = ir.Function(cx.module, fnty, f"kern_{index}")
         self.fn.linkage = "internal"
@@ -457,6 +444,100 @@ ELEMENT_STEPS: dict[TaskKind, Callable[[KernelEmitter, Task, ir.Value, dict], No
     TaskKind.REDUCE: KernelEmitter.reduce_step,
     TaskKind.ARGMAX: KernelEmitter.argmax_step,
 }
+
+
+def kernel_buffers(kernel: Kernel, buffer_of: Callable[[Any], Any]) -> list:
+    """The distinct buffers a loop kernel touches (its function's pointer arguments, in order): loads and stores."""
+    bufs: list = []
+    seen = set()
+    for t in kernel.tasks:
+        for e in t.loads:
+            k = buffer_of(e.attrs[0])
+            if k not in seen:
+                seen.add(k)
+                bufs.append(k)
+        k = buffer_of(t.node)
+        if k not in seen:
+            seen.add(k)
+            bufs.append(k)
+    return bufs
+
+
+def kernel_key(kernel: Kernel, plan: LoopPlan, buffer_of: Callable[[Any], Any]) -> tuple | None:
+    """What a loop kernel's function depends on, with its nodes and buffers numbered in order of appearance.
+
+    Two kernels with the same key lower to the same function text (name aside), so the second need
+    not be emitted (`module._emit_loop_kernels`): the layers of a deep network lower once per
+    distinct body. The key holds the kernel's kind, domain, reduced axes and size, its loop plan
+    (groups, lanes, threading, chunks), every Expr of every task in the order the tasks list them
+    (op, arguments as numbers of earlier Exprs and affine forms as (number, coefficient) terms in
+    their stored order, attrs with nodes replaced by their numbers, dtype, range), and per node its
+    dtype, shape and the number of its buffer (all the emitter reads of a node: not its op or attrs,
+    whose work is in the Exprs); per task every field. None when some
+    part is not hashable or an Expr refers to one not listed (then the kernel is emitted and
+    compared by its text as before).
+    """
+    from symgraph.ir import Node
+
+    nodes: dict = {}
+    bufs: dict = {}
+    exprs: dict = {}
+    out: list = []
+
+    def node(n: Node) -> int:
+        i = nodes.get(n)
+        if i is None:
+            i = nodes[n] = len(nodes)
+            r = buffer_of(n) if n in buffered else None
+            b = bufs.setdefault(r, len(bufs)) if r is not None else -1
+            out.append(("node", n.dtype.str, n.shape, b))  # lowering reads a node's dtype, shape and buffer
+        return i
+
+    def canon(x: Any) -> Any:
+        if isinstance(x, Node):
+            return ("node", node(x))
+        if isinstance(x, Expr):
+            return ("expr", exprs[x])
+        if isinstance(x, Aff):
+            return ("aff", tuple((exprs[a], c) for a, c in x.terms), x.const)
+        if isinstance(x, tuple):
+            return tuple(canon(v) for v in x)
+        if isinstance(x, (list, dict, set)):
+            raise TypeError("unhashable")
+        return x
+
+    buffered = _BufferedNodes(buffer_of)
+    try:
+        for t in kernel.tasks:
+            for e in t.exprs:
+                if e not in exprs:
+                    item = (e.op, canon(tuple(e.args)), canon(tuple(e.attrs)), e.dtype.str, e.rng)
+                    exprs[e] = len(exprs)
+                    out.append(item)
+            out.append(("task", t.kind.value, node(t.node), t.domain, tuple(sorted(t.red_axes)), canon(t.value),
+                        canon(t.offset), t.red_op, canon(t.scan), t.piece, t.pieced, t.late, t.gemm is None))
+        key = (kernel.kind.value, kernel.domain, tuple(sorted(kernel.red_axes)), kernel.size, tuple(out),
+               plan.has_red, plan.register, plan.lanes, tuple(map(tuple, plan.groups)), tuple(plan.extents),
+               plan.n_kept, plan.parallel, plan.partials, plan.row_partials,
+               tuple(plan.chunks) if plan.chunks is not None else None)
+        hash(key)
+    except (KeyError, TypeError):
+        return None
+    return key
+
+
+class _BufferedNodes:
+    """`n in buffered`: whether node n has a buffer (`buffer_of` knows it)."""
+
+    def __init__(self, buffer_of: Callable[[Any], Any]):
+        self.buffer_of = buffer_of
+
+    def __contains__(self, n: Any) -> bool:
+        try:
+            self.buffer_of(n)
+        except KeyError:
+            return False
+        return True
 
 
 def lower_loop_kernel(cx: LoweringContext, kernel: Kernel, index: int, buffer_of: Callable, plan: LoopPlan

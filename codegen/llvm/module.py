@@ -37,7 +37,7 @@ from ..kernels.tasks import Kernel, KernelKind, Program, TaskKind, kernel_exprs
 from . import gemm, pieces
 from .lapack import emit_lapack
 from .context import I8, I32, I64, PTR, VOID, LoweringContext, opaque_alloca
-from .loops import LoopPlan, lower_loop_kernel
+from .loops import LoopPlan, kernel_buffers, kernel_key, lower_loop_kernel
 from .reduce import combine_partials, combine_row_partials
 from .region import region_call
 from .rows import emit_segment_call, emit_segment_function
@@ -295,6 +295,7 @@ def _emit_loop_kernels(cx: LoweringContext, prog: Program, ref: dict, nthreads: 
     calls: dict[int, _KernelCall] = {}  # kernel index -> the function it calls and its buffers
     plans: dict[int, LoopPlan] = {}
     shared: dict[tuple, ir.Function] = {}  # (IR text, call range) -> function; equal kernels share one
+    keyed: dict[tuple, ir.Function] = {}  # `kernel_key` -> function: equal kernels are emitted once
     uses: dict[str, int] = {}  # function name -> call sites
     chunked: set[str] = set()  # functions run as fixed chunks: compiled once, apart from their callers
     buffer_of = ref.__getitem__
@@ -306,16 +307,31 @@ def _emit_loop_kernels(cx: LoweringContext, prog: Program, ref: dict, nthreads: 
         if ki in tiled:  # a row-tiled run's kernel: its run is what may go on threads (`rows`)
             plan.parallel = False
         plans[ki] = plan
-        ke = lower_loop_kernel(cx, k, ki, buffer_of, plan)
-        f = _dedup_kernel(cx.module, ke.fn, plan, shared)
-        # keep only what the call needs: the emitter references its function's IR objects
-        calls[ki] = _KernelCall(f, ke.buffers)
-        del ke
+        key = kernel_key(k, plan, buffer_of)
+        f = keyed.get(key) if key is not None else None
+        if f is not None and not _CHECK_KEYS:  # an equal kernel was emitted: call its function
+            calls[ki] = _KernelCall(f, kernel_buffers(k, buffer_of))
+        else:
+            ke = lower_loop_kernel(cx, k, ki, buffer_of, plan)
+            g = _dedup_kernel(cx.module, ke.fn, plan, shared)
+            if f is not None and g is not f:
+                raise AssertionError(f"codegen: kernel {ki} has the key of {f.name} but other IR")
+            f = g
+            if key is not None:
+                keyed[key] = f
+            # keep only what the call needs: the emitter references its function's IR objects
+            calls[ki] = _KernelCall(f, ke.buffers)
+            del ke
         uses[f.name] = uses.get(f.name, 0) + 1
         if plan.chunks is not None:
             chunked.add(f.name)
     _mark_noinline(prog, calls, shared, uses, chunked)
     return _LoopKernels(calls, plans, len(shared))
+
+
+#: SYMGRAPH_CHECK_KERNEL_KEYS=1: emit every loop kernel and check that kernels of equal `kernel_key` got one
+#: function (testing the key; tests/test_codegen_memory.py)
+_CHECK_KEYS = os.environ.get("SYMGRAPH_CHECK_KERNEL_KEYS", "") not in ("", "0")
 
 
 #: A kernel function with more arguments than this (its buffers) stays out of `entry`: inlined,
@@ -360,8 +376,10 @@ def _plain_entry(prog: Program, loops: _LoopKernels) -> bool:
     on the W5 depth chain's gradient (bench/w5_depth.py) at 64 layers, the SLP vectorizer and dead
     store elimination on `entry` took 0.47 of the 0.57 s LLVM spent optimizing the module, at 16
     layers 0.11 of 0.16 s; nothing in it gains from optimization (a call per kernel). The kernels then
-    stay functions of their own (`noinline`), optimized as before: their optimized IR was the same
-    text (attribute numbering aside) on that chain at 64 layers, and the gradient the same bits.
+    stay functions of their own (nothing is inlined into an `optnone` function), optimized as before:
+    their optimized IR was the same text (attribute numbering aside) on that chain at 64 layers, and
+    the gradient the same bits. (Kernels of row-tiled runs are called from their run's function,
+    optimized as ever.)
     Programs of fewer than `PLAIN_ENTRY_MIN_KERNELS` kernels, and those whose entry holds loops of
     its own (loop regions, LAPACK's finiteness checks, the combination of column-sum partial
     vectors), keep the optimized entry.
@@ -702,9 +720,6 @@ def build_module(prog: Program, bp: BufferPlan, blas: dict | None, name: str = "
             "kernel_functions": loops.functions, "loop_kernel_calls": len(loops.calls),
             "row_segments": len(segments), "row_tiled_kernels": len(tiled)}
     plain = _plain_entry(prog, loops)
-    if plain:
-        for f in {kc.fn.name: kc.fn for kc in loops.calls.values()}.values():
-            f.attributes.add("noinline")
     info["entry_optimized"] = not plain
     entry = _Entry(cx, prog, bp.ref, loops, blas, nthreads, abi, info, raw=raw, regions=regions, lapack=lapack,
                    plain=plain)
