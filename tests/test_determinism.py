@@ -230,13 +230,13 @@ def test_row_sums_do_not_depend_on_what_is_fused_with_them():
     np.testing.assert_array_equal(alone, want)
 
 
-@pytest.mark.parametrize("n", [2, 3, 7, 8, 13, 16])
+@pytest.mark.parametrize("n", [2, 3, 5, 7, 8, 13, 16, 21])
 def test_short_row_sums_unrolled_are_lanes_then_a_pairwise_tree(n):
-    """Rows of at most UNROLL_LANE_ELEMENTS are emitted element by element: the same bits as the lanes and
-    the tree, signed zeros included (a row of -0.0 sums to +0.0, as 0.0 + -0.0 in the first lane)."""
+    """The last round of a row (a whole row of fewer than 8) is emitted element by element: the same bits as
+    the lanes and the tree, signed zeros included (a row of -0.0 sums to +0.0, as 0.0 + -0.0 in the first lane)."""
     from codegen.llvm import loops
 
-    assert n <= loops.UNROLL_LANE_ELEMENTS
+    assert loops.UNROLL_LANE_ELEMENTS == 7  # a whole row unrolled below 8, the last round (13, 21) above
     x = _rng(n).standard_normal((257, n)) * 10.0 ** _rng(n + 1).integers(-8, 8, (257, n))
     x[::5] = -0.0
     got = sg.compile(lambda x: np.sum(x, axis=1))(x)
