@@ -36,6 +36,7 @@ import numpy as np
 
 from .backend import Backend, Executable
 from .ir import Builder, Graph, Node, current_builder, meta
+from .ops.core import DIVISION
 from .errors import DTypeError, ShapeError
 from .signature import COMPILED_CASTING, Signature, canonical_dtype, donatable, fast_match_source
 from .tracing import make_input
@@ -134,15 +135,60 @@ def _place(steps: list[tuple[str, Any]]) -> dict[Node, set[int]]:
             continue
         for n in reversed(v):
             rs = readers.get(n)
-            if (not rs or n.op.kind not in _MOVABLE or n in host_read or n.op.extra.get("host")
-                    or sum(x.nbytes for x in n.inputs if x.op.kind != "source") > n.nbytes):
+            if not rs or n.op.kind not in _MOVABLE or n in host_read or n.op.extra.get("host"):
                 continue
             at = set().union(*(homes[r] for r in rs))
             if n.op.cheap:
-                homes[n] = at
+                to = at
             elif k not in at:
-                homes[n] = {min(at)}
+                to = {min(at)}
+            elif _recomputed(n):
+                # read on both sides of the cut: recomputed after it too when what it needs crosses anyway
+                # (a chain of such nodes: the inner ones follow when they are visited)
+                if all(_available(x, n, at - {k}, homes, readers, 3) for x in n.inputs):
+                    homes[n] = at
+                continue
+            else:
+                continue
+            if to != {k} and _new_bytes(n, to, homes, readers) <= n.nbytes:
+                homes[n] = to
     return homes
+
+
+def _recomputed(n: Node) -> bool:
+    """Whether `n` is cheap enough to compute again after a cut rather than write it out and read it back."""
+    return n.op.kind == "elementwise" and n.op.cost <= DIVISION and not n.op.random and not n.op.extra.get("host")
+
+
+def _available(x: Node, reader: Node, to: set[int], homes: dict[Node, set[int]], readers: dict[Node, list[Node]],
+               depth: int) -> bool:
+    """Whether `reader` could read `x` in the steps `to` at no extra crossing: a source, a value computed
+    there or read there by another node (it crosses anyway), or a cheap elementwise node or a view (up
+    to `depth` deep) whose own inputs are available."""
+    if x.op.kind == "source":
+        return True
+    hx = homes[x]
+    if all(t in hx or any(r is not reader and t in homes[r] for r in readers[x]) for t in to):
+        return True
+    return depth > 0 and (_recomputed(x) or (x.op.cheap and x.op.kind in _MOVABLE)) and \
+        all(_available(y, x, to, homes, readers, depth - 1) for y in x.inputs)
+
+
+def _new_bytes(n: Node, to: set[int], homes: dict[Node, set[int]], readers: dict[Node, list[Node]]) -> int:
+    """Bytes of the values `n` reads that would newly cross into the steps `to` if `n` moved there.
+
+    Sources are available everywhere; a value that another reader in one of those steps reads
+    from outside already crosses (a layer norm's input, read by the mean and by x - mean).
+    """
+    total = 0
+    for x in n.inputs:
+        if x.op.kind == "source":
+            continue
+        hx = homes[x]
+        if all(t in hx or any(r is not n and t in homes[r] for r in readers[x]) for t in to):
+            continue
+        total += x.nbytes
+    return total
 
 
 def compile_segmented(backend: Backend, graph: Graph, order: Sequence[Node], donate: frozenset[int],

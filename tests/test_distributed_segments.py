@@ -138,3 +138,25 @@ def test_arguments_are_checked_once():
     g = f(params, np.asfortranarray(x), y)  # a layout the segments' entries do not take: copied once
     ref = sg.grad(_loss)(params, x, y)
     np.testing.assert_allclose(g["z_in"], ref["z_in"], rtol=1e-13, atol=1e-15)
+
+
+def test_cheap_chain_recomputed_after_the_cut():
+    # two buckets: w2's gradient is reduced while w1's is computed, which reads z = x @ w1 and a = z*z + 1;
+    # a (and the broadcast 1.0) are computed again after the cut from z, which crosses: only z is written out
+    rng = np.random.default_rng(0)
+    p = {"w1": rng.normal(size=(5, 32)), "w2": rng.normal(size=(32, 3))}
+    x = rng.normal(size=(40, 5))
+
+    def loss(p, x):
+        z = x @ p["w1"]
+        a = z * z + 1.0
+        return np.sum((a * a) @ p["w2"])
+
+    f = sg.compile(sg.grad(loss), data_parallel=sgd.DataParallel(_Stub(), bucket_bytes=8 * 96))
+    g = f(p, x)
+    z = x @ p["w1"]
+    a = z * z + 1.0
+    np.testing.assert_allclose(g["w2"], (a * a).T @ np.ones((40, 3)), rtol=1e-12)
+    np.testing.assert_allclose(g["w1"], x.T @ ((np.ones((40, 3)) @ p["w2"].T) * 2 * a * 2 * z), rtol=1e-12)
+    assert f.stats["communication"]["buckets"] == 2
+    assert f.stats["cut_bytes"] == z.nbytes
