@@ -1,10 +1,13 @@
-"""Op-table rows for the structural primitives of issue 17 (symgraph/ops/scan.py: cumsum, cumprod; argsort)."""
+"""Op-table rows for the structural primitives of issue 17 (symgraph/ops/scan.py: cumsum, cumprod; argsort,
+argpartition)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from symgraph import lax as L
+from symgraph.numpy import stop_gradient
+from symgraph.ops.structural import take_last
 
 from opcase import OpCase, real, with_nans
 
@@ -26,6 +29,13 @@ CASES = [
     OpCase("argsort", lambda x: L.bind("argsort", x), lambda x: np.argsort(x, axis=-1, kind="stable"),
            [(((2, 3, 5),), {}), (((40,),), {}), (((1,),), {}), (((4, 1),), {}), (((3, 0),), {}), (((0, 3),), {})],
            (_ties_nans,), order=0),
+    # argpartition's arrangement inside the parts is unspecified (the evaluator's is NumPy's introselect's,
+    # compiled code's the radix selection's): the row's values at the kth positions are determined, the
+    # sorted values there (tests/test_structural.py checks whole partitions)
+    OpCase("argpartition", lambda x, kth: take_last(stop_gradient(x), L.bind("argpartition", x, kth=kth))[..., list(kth)],
+           lambda x, kth: np.sort(x, axis=-1)[..., list(kth)],
+           [(((2, 3, 5),), {"kth": (0, 2)}), (((40,),), {"kth": (7,)}), (((1,),), {"kth": (0,)}),
+            (((4, 3),), {"kth": (2,)}), (((300,),), {"kth": (0, 150, 299)})], (_ties_nans,), order=0),
     OpCase("sort", lambda x: L.bind("sort", x), lambda x: np.sort(x, axis=-1, kind="stable"),
            [(((2, 3, 5),), {}), (((40,),), {}), (((1,),), {}), (((4, 1),), {}), (((3, 0),), {})], (real,)),
 ]

@@ -18,6 +18,7 @@ LAPACK calls, matrix after matrix. The routines are the ILP64 Fortran symbols of
 | pivots_to_permutation | (native swaps, no LAPACK) | integers | - |
 | fft_parts (the FFT primitives on split parts) | "fft": the native FFT of codegen/llvm/fft.py, no LAPACK | the input's | rows, contiguous |
 | sort, argsort | (native LSD radix sort per row, no LAPACK: codegen/llvm/sort.py) | integer keys of the values | - |
+| argpartition | "select" (native MSD radix selection per row, no LAPACK: codegen/llvm/sort.py) | integer keys of the values | - |
 | lapack_parts (complex primitives on split parts) | the complex routines: ?potrf, ?trsm, ?getrf, ?heevd, ?gesdd, ?geqrf + ?ungqr, ?geev (?geev real for a real matrix) | as the real ones: complex128 for potrf, heevd, gesdd, qr, geev; the input's for trsm, getrf | interleaved (re, im) copies in the scratch: "Complex primitives on split parts" below |
 
 A row-major matrix is the column-major matrix of its transpose, so a Cholesky factor and a
@@ -55,7 +56,7 @@ __all__ = ["LapackCall", "LapackPlan", "plan_lapack", "plan_complex", "lapack_er
 STATUS_WORDS = 4
 
 #: The routines that never fail (they write no status).
-NEVER_FAIL = ("perm", "sort")
+NEVER_FAIL = ("perm", "sort", "select")
 
 #: The info value a call reports for a matrix with a NaN or an infinity (checked before LAPACK runs).
 NONFINITE = -(1 << 40)
@@ -193,6 +194,8 @@ def plan_call(node: Any) -> LapackCall:
                           batch_shape=tuple(x.shape[:-1]))
     if op in ("sort", "argsort"):
         return _plan_sort(node, x)
+    if op == "argpartition":
+        return _plan_select(node, x)
     if op == "lapack_parts":  # a complex primitive on split parts: the complex routines (plan_complex below)
         return plan_complex(node)
     if op in _FACTOR:
@@ -309,6 +312,21 @@ def _plan_sort(node: Any, x: Any) -> LapackCall:
     passes = -(-width // bits) if bits else 0
     hist = ([("ib", n)] if op == "argsort" else []) + [("hist", passes << bits)] if bits else []
     _layout(c, [("ka", n), ("kb", n if bits else 0)], hist, width // 8)
+    return c
+
+
+#: Bits of the digits of the radix selection (`_plan_select`): 256 buckets per pass.
+SELECT_DIGIT_BITS = 8
+
+
+def _plan_select(node: Any, x: Any) -> LapackCall:
+    """argpartition (native, no LAPACK: codegen/llvm/sort.py `emit_select`): per row, one key buffer (32- or
+    64-bit keys, `m` their width) and one histogram of 2**SELECT_DIGIT_BITS counters (`nrhs` the digit width)."""
+    n = x.shape[-1]
+    width = 64 if x.dtype.itemsize == 8 else 32
+    c = LapackCall(node, "argpartition", "select", _batch(x.shape[:-1]), width, n, dtype=x.dtype.str,
+                   nrhs=SELECT_DIGIT_BITS, jobz="I", batch_shape=tuple(x.shape[:-1]))
+    _layout(c, [("ka", n)], [("hist", 1 << SELECT_DIGIT_BITS)], width // 8)
     return c
 
 

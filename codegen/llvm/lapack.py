@@ -44,6 +44,7 @@ from .context import F64, I8, I64, LoweringContext, for_range, ll_type
 from .lapack_call import Call as _Call
 from .lapack_call import c64 as _c64
 from .lapack_complex import emit_complex
+from .select import emit_select
 from .sort import emit_sort
 
 __all__ = ["emit_lapack"]
@@ -69,6 +70,9 @@ def emit_lapack(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], i
         return
     if call.routine == "sort":
         emit_sort(cx, call, ptr_of, scratch)
+        return
+    if call.routine == "select":
+        emit_select(cx, call, ptr_of, scratch)
         return
     if call.routine in _FACTOR:
         if call.batch == 0 or node.size == 0 or call.n == 0:

@@ -19,11 +19,13 @@ evaluator calls NumPy's stable sort. A gradient of sort runs both: the
 values forward, the permutation for the backward sweep. Timings against
 NumPy: docs/tracing.md, "Sorting".
 
-partition and argpartition return the full sort (the stable argsort): a
-valid partition, since NumPy's contract only asks the kth element in place,
-no larger ones before it and no smaller ones after, and leaves the order
-inside the two sides unspecified; introselect would be O(n) instead of a
-sort's passes.
+partition and argpartition are a selection (the argpartition primitive):
+NumPy's contract asks each kth element in place, no larger ones before it
+and no smaller ones after, and leaves the order inside the parts
+unspecified. The evaluator calls NumPy's introselect; compiled code runs an
+MSD radix selection on the same integer keys as the sort (O(n) per kth,
+codegen/llvm/sort.py). partition's values are a gather through that
+permutation, so its derivative is the gather's.
 
 searchsorted is a vectorized bisection: every value of v keeps its own
 bracket [lo, hi) into the sorted array and halves it ceil(log2(n + 1))
@@ -43,6 +45,7 @@ from ..errors import ShapeError, UnsupportedOpError
 from ..ir import Node
 from .layout import moveaxis, ravel
 from .logic import isnan
+from ..ops.structural import take_last
 from .structural import _arr, _axis, _full, _shape_errors, _traced
 
 __all__ = ["argpartition", "argsort", "partition", "searchsorted", "sort"]
@@ -97,28 +100,68 @@ def sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable:
     return moveaxis(out, -1, ax)
 
 
-def _check_kth(kth: Any, n: int, op: str) -> None:
-    for k in _np.atleast_1d(_np.asarray(kth)):
+def _check_kth(kth: Any, n: int, op: str) -> tuple:
+    """kth as sorted distinct non-negative positions (NumPy's rule: negative ones count from the end)."""
+    ks = _np.atleast_1d(_np.asarray(kth))
+    if ks.dtype.kind not in "iu":
+        raise ShapeError(f"{op}: kth must be an integer or a sequence of integers, got {kth!r}")
+    out = set()
+    for k in ks:
         if not -n <= int(k) < n:
             raise ShapeError(f"{op}: kth(={int(k)}) out of bounds ({n})")
+        out.add(int(k) % n)
+    return tuple(sorted(out))
+
+
+#: More kth positions than this select through the full sort (each selection is a pass over the rest of the row).
+_SELECT_MAX_KTH = 16
+
+
+def _argpartition_last(keys: Node, kth: tuple) -> Node:
+    """The argpartition primitive along the last axis (or the stable argsort, itself a valid partition, for
+    many kth or a row too short to gain from a selection)."""
+    if len(kth) > _SELECT_MAX_KTH:
+        return _argsort_last(keys)
+    return L.bind("argpartition", keys, kth=kth)
 
 
 def partition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect", order: Any = None) -> Any:
-    """A partition of a around kth: here the fully sorted array (a valid partition; see the module docstring)."""
+    """A partition of a around kth along axis (flattened when axis is None), as np.partition.
+
+    Each position in kth holds the value it would hold in the sorted array, no larger value comes before
+    it and no smaller one after (NaN last). The order within the parts is unspecified, as NumPy's: the
+    evaluator gives NumPy's own arrangement, compiled code another valid one. The values are a gather
+    of a through `argpartition`'s permutation, so the derivative routes each output's cotangent to the
+    element it came from (at ties, to whichever tied element the selection put there).
+
+    Raises:
+        ShapeError: a kth out of bounds or not an integer; a 0-d a.
+        UnsupportedOpError: order= (structured arrays).
+    """
     if not _traced(a):
         return _np.partition(a, kth, axis=axis, kind=kind, order=order)
-    vals, _, _ = _sort_setup(a, axis, order, "partition")
-    _check_kth(kth, vals.shape[-1], "partition")
-    return sort(a, axis=axis)
+    vals, keys, ax = _sort_setup(a, axis, order, "partition")
+    ks = _check_kth(kth, vals.shape[-1], "partition")
+    return moveaxis(take_last(vals, _argpartition_last(keys, ks)), -1, ax)
 
 
 def argpartition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect", order: Any = None) -> Any:
-    """Indices of a partition of a around kth: here the stable argsort (a valid argpartition). int64, no derivative."""
+    """Indices that partition a around kth along axis, as np.argpartition (int64, no derivative).
+
+    See `partition` for the contract. Evaluated with NumPy's introselect; compiled, an MSD radix
+    selection per row and kth position on integer keys of the values (codegen/llvm/sort.py): at most
+    (key bits / 8) passes over a shrinking range, O(n) per kth whatever the input. More than 16 kth
+    positions use the stable argsort instead (also a valid partition).
+
+    Raises:
+        ShapeError: a kth out of bounds or not an integer; a 0-d a.
+        UnsupportedOpError: order= (structured arrays).
+    """
     if not _traced(a):
         return _np.argpartition(a, kth, axis=axis, kind=kind, order=order)
-    vals, _, _ = _sort_setup(a, axis, order, "argpartition")
-    _check_kth(kth, vals.shape[-1], "argpartition")
-    return argsort(a, axis=axis)
+    _, keys, ax = _sort_setup(a, axis, order, "argpartition")
+    ks = _check_kth(kth, keys.shape[-1], "argpartition")
+    return moveaxis(_argpartition_last(keys, ks), -1, ax)
 
 
 def _nan_last_less(x: Any, y: Any, or_equal: bool) -> Any:

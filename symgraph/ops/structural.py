@@ -582,3 +582,33 @@ register(Op("argsort", 1, "opaque", lambda s: _sort_shape(s), _argsort_dtype,
                 "NumPy's kind='stable' order); compiled: an LSD radix sort per row with the index as payload "
                 "(codegen/llvm/sort.py)",
             flops=_sort_flops, batch=_last_batch, extra={"lowering": "lapack"}))
+
+
+# ----- argpartition: a selection, not a sort -----
+
+
+def _argpartition_shape(s, *, kth):
+    _sort_shape(s)
+    n = s[-1] if s else 0
+    if any(not 0 <= k < n for k in kth) or list(kth) != sorted(set(kth)):
+        raise ShapeError(f"argpartition: kth={kth} must be sorted distinct positions in [0, {n})")
+    return tuple(s)
+
+
+def _argpartition_dtype(d, **_):
+    _sort_keys(d, "argpartition")
+    return np.dtype(np.int64)
+
+
+def _argpartition_flops(node):
+    return node.size * (1 + len(node.attr("kth")))
+
+
+register(Op("argpartition", 1, "opaque", _argpartition_shape, _argpartition_dtype,
+            lambda x, *, kth: np.argpartition(x, list(kth), axis=-1).astype(np.int64, copy=False),
+            differentiable=False,
+            doc="a permutation of every row of the last axis that puts each position in kth (sorted, distinct) in "
+                "its sorted place, no larger element before it and no smaller one after (NaN last; the order within "
+                "the parts is unspecified, as NumPy's); int64; compiled: an MSD radix selection per row and kth, "
+                "O(n) (codegen/llvm/sort.py)",
+            flops=_argpartition_flops, batch=_last_batch, extra={"lowering": "lapack"}))
