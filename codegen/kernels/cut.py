@@ -37,25 +37,20 @@ def cut_task(b: Any, t: Task, M: set, cut: set, extra: set, cap: int) -> None:
     """
     size = int(np.prod(t.domain, dtype=np.int64))
     exprs = t.exprs
-    argl: dict[Expr, list] = {}
-    uses: dict[Expr, int] = {}
+    uses: dict[Expr, int] = {}  # readers not visited yet (at e's own visit: all its readers)
     # A cone (the ops e needs given the cuts) is {block: int}, a bit set over the positions of `exprs`.
-    pos: dict[Expr, int] = {}
-    weights: dict[Expr, int] = {}
     masks: dict[int, dict[int, int]] = {}  # block -> weight -> its positions of that weight
+    uget = uses.get
     for i, e in enumerate(exprs):
-        pos[e] = i
-        w = weights[e] = e.w  # expr_weight(e)
+        w = e.w  # expr_weight(e)
         if w:
             m = masks.setdefault(i >> _CONE_BITS, {})
             m[w] = m.get(w, 0) | (1 << (i & _CONE_MASK))
         al = e.deps  # its Expr arguments and the atoms of its affine ones, in order
         if len(al) > 1:
-            al = tuple(dict.fromkeys(al))
-        argl[e] = al
+            al = dict.fromkeys(al)
         for a in al:
-            uses[a] = uses.get(a, 0) + 1
-    nreaders = dict(uses)
+            uses[a] = uget(a, 0) + 1
     wmasks = {blk: list(m.items()) for blk, m in masks.items()}
     cone: dict[Expr, dict[int, int]] = {}  # freed after its last reader
     ccost: dict[Expr, int] = {}    # their summed weight
@@ -66,13 +61,15 @@ def cut_task(b: Any, t: Task, M: set, cut: set, extra: set, cap: int) -> None:
             return None
         return n
 
-    for e in exprs:
-        al = argl[e]
-        w = weights[e]
+    for i, e in enumerate(exprs):
+        al = e.deps
+        if len(al) > 1:
+            al = tuple(dict.fromkeys(al))
+        w = e.w
         # A value with several readers is usually read again by another part of the body (the
         # forward value by the backward pass): after the cut its cone is recomputed there, so
         # shared cones are kept to a quarter of the cap, leaving room for their readers.
-        lim = cap if nreaders.get(e, 0) <= 1 else cap // 4
+        lim = cap if uget(e, 0) <= 1 else cap // 4
         while True:
             live = [a for a in al if a not in cut and ccost.get(a, 0)]
             if len(live) > 1:
@@ -107,7 +104,6 @@ def cut_task(b: Any, t: Task, M: set, cut: set, extra: set, cap: int) -> None:
         for blk, v in more.items():
             s[blk] = s.get(blk, 0) | v
         if w:
-            i = pos[e]
             s[i >> _CONE_BITS] = s.get(i >> _CONE_BITS, 0) | (1 << (i & _CONE_MASK))
         cone[e] = s
         ccost[e] = c
