@@ -16,13 +16,15 @@ import numpy as np
 
 from symgraph.errors import UnsupportedOpError
 from symgraph.ir import Node
+from symgraph.ops import OPS
 from symgraph.passes.cost import weight as _cost_of_op
 
 from .affine import Aff, c_strides, fold_divmod, reshape_index
-from .expr import Expr
+from .expr import _DTYPE_CODES, Expr, _session
 
 __all__ = ["BodyBuilder", "LAYOUTS", "uniform_const", "uniform_scalar"]
 
+_OP_COST: dict[str, int] = {}  # op name -> its cost weight (`symgraph.passes.cost.weight`, fixed per op)
 _UNSEEN = object()  # `BodyBuilder.const_keys`: not looked at yet
 _COST_CLAMP = 1 << 30  # `BodyBuilder.cost` saturates here (far above symgraph.passes.cost.EXPENSIVE)
 
@@ -139,16 +141,33 @@ class BodyBuilder:
 
     def _elementwise(self, n: Node, args: tuple) -> Expr:
         """The Expr of elementwise node n (not a random op) on its inputs' Exprs."""
-        name = n.op.name
-        if n.op.identity_of is not None:
-            return args[n.op.identity_of]
-        e = Expr.make(name, args, n.attrs, n.dtype)
-        if e not in self.cost:  # else `_note` keeps what it has
-            get = self.cost.get
-            c = _cost_of_op(name)
+        op = n.op
+        if op.identity_of is not None:
+            return args[op.identity_of]
+        name = op.name
+        dt = n.dtype
+        code = _DTYPE_CODES.get(dt)
+        if code is None:
+            e = Expr.make(name, args, n.attrs, dt)
+        else:  # `Expr.make` without the call
+            key = (name, args, n.attrs, code)
+            table = _session.table
+            e = table.get(key)
+            if e is None:
+                e = table[key] = Expr(name, args, n.attrs, dt, None)
+        cost = self.cost
+        if e not in cost:  # else `_note` keeps what it has
+            get = cost.get
+            c = _OP_COST.get(name)
+            if c is None:
+                c = _cost_of_op(name)
+                if name in OPS:  # a registered op's record is fixed
+                    _OP_COST[name] = c
             for a in args:
                 c += get(a, 0)
-            self._note(e, n, c)
+            # `_note`, for an Expr without a cost yet
+            self.expr_node.setdefault(e, n)
+            cost[e] = c if c < _COST_CLAMP else _COST_CLAMP
         return e
 
     def _leaf(self, n: Node, idx: tuple[Aff, ...]) -> Expr | None:
