@@ -132,7 +132,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
         _dump("fused", graph, kernels=[k.nodes for k in prog.kernels])
         segments = plan_row_segments(prog, num_threads() if nthreads is None else nthreads)
         bp = plan_buffers(prog, segments)
-        lapack = _plan_lapack_scratch(prog, bp, raw_entry, regions)
+        lapack = _plan_lapack_scratch(prog, bp, regions)
         # LAPACK kernels count by their outputs: sort's and argsort's are native loop nests (a radix sort)
         # like a loop kernel's
         light = all(k.size <= LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind is KernelKind.LOOP) and \
@@ -172,7 +172,7 @@ def compile_graph(graph: Any, order: list | None = None, donate: frozenset = fro
     return exe
 
 
-def _plan_lapack_scratch(prog: Any, bp: Any, raw_entry: bool, regions: dict) -> Any:
+def _plan_lapack_scratch(prog: Any, bp: Any, regions: dict) -> Any:
     """The LAPACK calls' plan (`cpu.lapack.plan_lapack`): a status block and their shared scratch,
     placed at the end of the arena of `bp` (grown in place); None when the program calls no LAPACK.
 
@@ -180,8 +180,6 @@ def _plan_lapack_scratch(prog: Any, bp: Any, raw_entry: bool, regions: dict) -> 
     solve in a loop body): the region's native code copies it there when the sub-graph fails
     (`codegen.llvm.region`), so the program raises the body's error after its call.
 
-    Raises:
-        UnsupportedOpError: an FFT inside a loop body (`raw_entry`), not compiled natively yet.
     """
     from .cpu.lapack import plan_lapack
     from .kernels.tasks import KernelKind
@@ -190,12 +188,6 @@ def _plan_lapack_scratch(prog: Any, bp: Any, raw_entry: bool, regions: dict) -> 
               if exe.lapack is not None and exe.lapack.can_fail}
     lapack = plan_lapack([t.node for k in prog.kernels if k.kind is KernelKind.LAPACK for t in k.tasks],
                          bp.arena_bytes, nested)
-    if lapack is not None and raw_entry and any(c.routine == "fft" for c in lapack.order):
-        from symgraph.errors import UnsupportedOpError
-
-        raise UnsupportedOpError("codegen: an FFT inside a loop body (sg.scan, sg.fori_loop) is not compiled "
-                                 "natively yet (its workspace is the program's arena); use backend='numpy', or "
-                                 "call it outside the loop")
     if lapack is not None:
         bp.call_bytes += lapack.arena_bytes - bp.arena_bytes
         bp.arena_bytes = lapack.arena_bytes
@@ -260,7 +252,7 @@ def _compile_regions(order: list, name: str, nthreads: int | None) -> dict:
     for r in chosen_regions(order):
         syms, exes, ptrs = [], [], []
         for g in r.subgraphs():
-            exe = compile_graph(g, name=f"{name}_region{len(out)}", nthreads=nthreads, raw_entry=True)
+            exe = compile_graph(_real_body(g), name=f"{name}_region{len(out)}", nthreads=nthreads, raw_entry=True)
             sym = f"sg_region_{next(_region_ids)}"
             llvm.add_symbol(sym, exe.jitted.address)
             syms.append(sym)
@@ -268,6 +260,23 @@ def _compile_regions(order: list, name: str, nthreads: int | None) -> dict:
             ptrs.append(np.array([c.ctypes.data for c in exe.consts] or [0], dtype=np.uint64))
         out[r] = RegionBody(syms, exes, ptrs)
     return out
+
+
+def _real_body(g: Any) -> Any:
+    """A region sub-graph with complex values inside but real inputs and outputs (a real carry through an FFT
+    or a complex solve) as its real graph (`codegen.complex_split`): the same inputs and outputs in the same
+    places, so the raw entry the region calls keeps its layout. Sub-graphs with complex inputs or outputs
+    are split with their region by `LLVMBackend.compile`; real ones are returned as they are."""
+    from symgraph.passes.schedule import schedule
+
+    from .complex_split import has_complex, split_complex
+
+    if any(x.dtype.kind == "c" for x in list(g.inputs) + list(g.outputs)):
+        return g
+    order = schedule(g)
+    if not has_complex(order):
+        return g
+    return split_complex(g, order)[0]
 
 
 def _dump(stage: str, graph: Any, **extra: Any) -> None:

@@ -56,7 +56,7 @@ __all__ = ["LapackCall", "LapackPlan", "plan_lapack", "plan_complex", "lapack_er
 STATUS_WORDS = 4
 
 #: The routines that never fail (they write no status).
-NEVER_FAIL = ("perm", "sort", "select")
+NEVER_FAIL = ("perm", "sort", "select", "fft")
 
 #: The info value a call reports for a matrix with a NaN or an infinity (checked before LAPACK runs).
 NONFINITE = -(1 << 40)
