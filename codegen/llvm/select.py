@@ -14,7 +14,9 @@ range are then no larger than every element in it, those right of it no smaller,
 partitioning; the selection is the MSD recursion followed into one bucket only). Each pass is linear in
 its range, which never grows: at most (key bits / 8) · n steps per position, no worst case beyond that
 (where a quickselect's is quadratic). Several kth positions, sorted, select in turn within [previous + 1,
-n). The order inside the parts is whatever the moves leave, which NumPy leaves unspecified too.
+n). A range of at most `SELECT_INSERTION_MAX` elements (and what is left after the last digit, a run of
+equal keys) is finished by straight insertion (TAOCP 5.2.1 S) instead: a pass costs its 256 buckets. The
+order inside the parts is whatever the moves leave, which NumPy leaves unspecified too.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ from ..cpu.lapack import LapackCall
 from .context import I8, I64, LoweringContext, for_range, mem_type
 from .sort import _key
 
-__all__ = ["emit_select"]
+__all__ = ["emit_select", "SELECT_INSERTION_MAX"]
+
+#: A range of at most this many elements is finished by straight insertion instead of radix passes (each pass
+#: clears and scans 256 histogram buckets, more than insertion's ~n²/4 moves below about this length).
+SELECT_INSERTION_MAX = 32
 
 
 def _c(v: int, ty: ir.Type = I64) -> ir.Constant:
@@ -113,6 +119,36 @@ class _Select:
         self.put("lo", b.add(lo, less))
         self.put("hi", b.add(b.add(lo, less), eq))
 
+    def insertion(self) -> None:
+        """Straight insertion of the (key, index) pairs of [lo, hi) (TAOCP 5.2.1 S): what is left of a range
+        once it is short (`SELECT_INSERTION_MAX`; a pass costs its 2**bits histogram buckets), or all equal."""
+        lo, hi = self.get("lo"), self.get("hi")
+        kty = self.kty
+
+        def one(i: ir.Value) -> None:
+            b = self.b
+            fn = b.function
+            k, v = self.load(self.ka, i, kty), self.load(self.out, i, I64)
+            self.put("i", i)
+            head, move, done = (fn.append_basic_block(f"selins.{t}") for t in ("head", "move", "done"))
+            b.branch(head)
+            b.position_at_end(head)
+            j = self.get("i")
+            jm = b.sub(j, _c(1))
+            more = b.icmp_signed(">", j, lo)
+            prev = self.load(self.ka, b.select(more, jm, j), kty)
+            b.cbranch(b.and_(more, b.icmp_unsigned(">", prev, k)), move, done)
+            b.position_at_end(move)
+            self.store(prev, self.ka, j)
+            self.store(self.load(self.out, jm, I64), self.out, j)
+            self.put("i", jm)
+            b.branch(head)
+            b.position_at_end(done)
+            self.store(k, self.ka, j)
+            self.store(v, self.out, j)
+
+        self.loop(self.b.add(lo, _c(1)), hi, one, "selins")
+
     def dutch_flag(self, bucket: ir.Value, p: int, lo: ir.Value, hi: ir.Value) -> None:
         """Three-way partition of [lo, hi) by digit p against `bucket`: smaller, equal, larger."""
         b = self.b
@@ -180,8 +216,9 @@ def emit_select(cx: LoweringContext, call: LapackCall, ptr_of: Callable[[Any], i
             s.put("hi", _c(n))
             for p in reversed(range(s.passes)):
                 bb = s.b
-                with bb.if_then(bb.icmp_signed(">", bb.sub(s.get("hi"), s.get("lo")), _c(1))):
+                with bb.if_then(bb.icmp_signed(">", bb.sub(s.get("hi"), s.get("lo")), _c(SELECT_INSERTION_MAX))):
                     s.one_pass(k, p)
+            s.insertion()  # the short rest (or a run of equal keys: one comparison each)
             prev = k + 1
 
     for_range(cx.builder, _c(0), _c(call.batch), row, name="selrow")
