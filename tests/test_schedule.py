@@ -153,3 +153,33 @@ def test_long_chain_schedules_quickly():
         want *= np.cos(x)
         x = np.sin(x)
     np.testing.assert_allclose(g.evaluate(np.array([0.3, -1.2])), want, rtol=1e-12)
+
+
+def test_assign_offsets_arrays_places_like_the_list_version(monkeypatch):
+    """Many buffers are placed by `_assign_offsets_arrays`: the same offsets and arena size as the list scan,
+    on random lifetimes and sizes (ties, zero sizes, nested and disjoint lifetimes), and no two buffers
+    alive at one step share a byte."""
+    import random
+
+    from symgraph.passes import schedule as S
+
+    rng = random.Random(3)
+    for _ in range(60):
+        n = rng.randint(1, 300)
+        iv = []
+        for _ in range(n):
+            a = rng.randint(0, 150)
+            iv.append((a, a + rng.randint(0, 50), rng.choice([0, 1, 64, 100, 4096, rng.randint(1, 10 ** 5)])))
+        monkeypatch.setattr(S, "ASSIGN_OFFSETS_ARRAYS_MIN", 10 ** 9)
+        want = S.assign_offsets(iv)
+        monkeypatch.setattr(S, "ASSIGN_OFFSETS_ARRAYS_MIN", 0)
+        got = S.assign_offsets(iv)
+        assert got == want
+        offs, total = got
+        for i in range(n):
+            for j in range(i):
+                (f1, l1, s1), (f2, l2, s2) = iv[i], iv[j]
+                if not (l1 < f2 or l2 < f1):
+                    e1, e2 = offs[i] + max(s1, 1), offs[j] + max(s2, 1)
+                    assert e1 <= offs[j] or e2 <= offs[i]
+        assert total >= max(o + max(s, 1) for o, (_, _, s) in zip(offs, iv))

@@ -564,6 +564,8 @@ def assign_offsets(intervals: Sequence[tuple[int, int, int]], alignment: int = 6
         Y. Pisarchyk, J. Lee, "Efficient memory management for deep neural
         net inference", 2020 (greedy by size for offset calculation).
     """
+    if len(intervals) > ASSIGN_OFFSETS_ARRAYS_MIN:
+        return _assign_offsets_arrays(intervals, alignment)
     order = sorted(range(len(intervals)), key=lambda i: (-intervals[i][2], intervals[i][0]))
     placed: list[tuple[int, int, int, int]] = []  # (offset, end offset, first, last)
     offsets = [0] * len(intervals)
@@ -579,6 +581,48 @@ def assign_offsets(intervals: Sequence[tuple[int, int, int]], alignment: int = 6
             off = max(off, e)
         offsets[i] = off
         placed.append((off, off + size, first, last))
+        total = max(total, off + size)
+    return offsets, total
+
+
+#: More buffers than this are placed by `_assign_offsets_arrays` (the same offsets, found with NumPy).
+ASSIGN_OFFSETS_ARRAYS_MIN = 128
+
+
+def _assign_offsets_arrays(intervals: Sequence[tuple[int, int, int]], alignment: int) -> tuple[list[int], int]:
+    """`assign_offsets` with the placed buffers in arrays: the same greedy order and first fit, so the same offsets.
+
+    The list version scans every placed buffer in Python for each new one: quadratic, 0.2 s of
+    the first call of the 256-layer W5 depth chain's gradient (1,278 buffers). Here the scan,
+    the sort of the overlapping buffers by (offset, end) and the first fit are array operations:
+    the offset is the end of the overlapping buffers so far (their running maximum, from 0)
+    before the first of them that leaves room below its start, or their largest end.
+    """
+    import numpy as np
+
+    n = len(intervals)
+    iv = np.asarray(intervals, dtype=np.int64).reshape(n, 3)
+    order = sorted(range(n), key=lambda i: (-intervals[i][2], intervals[i][0]))
+    p_off = np.zeros(n, np.int64)
+    p_end = np.zeros(n, np.int64)
+    p_first = np.zeros(n, np.int64)
+    p_last = np.zeros(n, np.int64)
+    offsets = [0] * n
+    total = 0
+    for k, i in enumerate(order):
+        first, last, size = (int(v) for v in iv[i])
+        size = -(-max(size, 1) // alignment) * alignment
+        mask = (p_last[:k] >= first) & (p_first[:k] <= last)
+        off = 0
+        if mask.any():
+            o, e = p_off[:k][mask], p_end[:k][mask]
+            idx = np.lexsort((e, o))
+            o, e = o[idx], e[idx]
+            before = np.maximum.accumulate(np.concatenate(([0], e[:-1])))
+            fits = before + size <= o
+            off = int(before[int(np.argmax(fits))]) if fits.any() else max(int(before[-1]), int(e[-1]))
+        offsets[i] = off
+        p_off[k], p_end[k], p_first[k], p_last[k] = off, off + size, first, last
         total = max(total, off + size)
     return offsets, total
 
