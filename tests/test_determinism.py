@@ -245,3 +245,21 @@ def test_short_row_sums_unrolled_are_lanes_then_a_pairwise_tree(n):
     got = sg.compile(lambda x: np.sum(x * 3.0, axis=1) + 1.0)(x)
     want = np.array([_lane_sum(r * 3.0) for r in x]) + 1.0
     np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+
+
+@pytest.mark.parametrize("d", [2, 3, 5, 7, 8, 10])
+def test_sums_over_a_middle_axis_add_rows_in_order(d):
+    """sum over axis 1 of (K, n, d): each output adds its n values in order, whether the short innermost
+    axis is emitted index by index with register accumulators (d <= INNER_KEPT_UNROLL) or in memory."""
+    from codegen.llvm import loops
+
+    assert loops.INNER_KEPT_UNROLL == 7
+    rng = _rng(d)
+    x = rng.standard_normal((6, 301, d)) * 10.0 ** rng.integers(-8, 8, (6, 301, d))
+    y = rng.standard_normal((6, 301, d))
+    prod, got = sg.compile(lambda x, y: (x * y, np.sum(x * y, axis=1)))(x, y)
+    want = np.zeros((6, d))
+    for i in range(x.shape[1]):
+        want = want + (x * y)[:, i, :]
+    np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+    np.testing.assert_array_equal(prod, x * y)

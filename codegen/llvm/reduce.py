@@ -163,6 +163,11 @@ class ReductionSteps:
                     for ln in range(W):
                         cx.builder.store(cx.const(r.identity(ad), ad),
                                          cx.builder.gep(slot, [ir.Constant(I64, ln)], source_etype=ll_type(ad)))
+                elif self.plan.inner_kept:  # one accumulator per index of the innermost kept loop
+                    slot = self.acc.get(id(t), (None,))[0] or [cx.alloca(ll_type(ad), f"acc{j}")
+                                                               for j in range(self.plan.inner_kept)]
+                    for a in slot:
+                        cx.builder.store(cx.const(r.identity(ad), ad), a)
                 else:
                     slot = self.acc.get(id(t), (None,))[0] or cx.alloca(ll_type(ad), "acc")
                     cx.builder.store(cx.const(r.identity(ad), ad), slot)
@@ -176,6 +181,9 @@ class ReductionSteps:
         """Store every result (or this chunk's partial result), after the reduced loops."""
         cx = self.cx
         b = cx.builder
+        if self.plan.inner_kept:
+            self._finish_inner_kept(tasks)
+            return
         memo: dict = {}
         for ri, t in enumerate(tasks):
             if t.kind is TaskKind.ARGMAX:
@@ -206,6 +214,20 @@ class ReductionSteps:
                 val = cx.cast(val, ad, od)
             self.store(t.node, t.offset, val, od, memo)
 
+    def _finish_inner_kept(self, tasks: list[Task]) -> None:
+        """Store each result of a kernel whose innermost kept loop is unrolled (`LoopPlan.inner_kept`), index by index."""
+        cx = self.cx
+        b = cx.builder
+        gi = len(self.plan.groups) - 1
+        for j in range(self.plan.inner_kept):
+            self.loopvals[gi] = ir.Constant(I64, j)
+            memo: dict = {}
+            for t in tasks:
+                r = REDUCERS[t.red_op]
+                ad = r.acc_dtype(t.node.dtype)
+                val = cx.cast(b.load(self.acc[id(t)][0][j], typ=ll_type(ad)), ad, t.node.dtype)
+                self.store(t.node, t.offset, val, t.node.dtype, memo)
+
     def reduce_step(self, t: Task, v: ir.Value, memo: dict) -> None:
         """Combine this element's value `v` into reduce task t's accumulator (a register, a lane, or memory)."""
         cx = self.cx
@@ -215,11 +237,14 @@ class ReductionSteps:
         vv = cx.cast(v, t.value.dtype, ad)
         if self.plan.register:
             slot = self.acc[id(t)][0]
+            if self.plan.inner_kept:
+                slot = slot[self.inner_j]
             if self._in_lanes(t):  # this element's lane, in order
                 slot = b.gep(slot, [self.lane], source_etype=ll_type(ad))
                 b.store(r.combine(cx, b.load(slot, typ=ll_type(ad)), vv, ad, ordered=True), slot)
             else:
-                b.store(r.combine(cx, b.load(slot, typ=ll_type(ad)), vv, ad), slot)
+                # an unrolled innermost kept loop adds each output's values in loop order, as in memory
+                b.store(r.combine(cx, b.load(slot, typ=ll_type(ad)), vv, ad, ordered=bool(self.plan.inner_kept)), slot)
         else:
             mt = mem_type(t.node.dtype)
             base = self.red_base.get(id(t))
