@@ -152,6 +152,36 @@ def test_deep_chain_plain_entry_and_shared_product_pieces_keep_the_bits(monkeypa
     np.testing.assert_allclose(got[-1], h[-2].T @ d, rtol=2e-3, atol=2e-4)
 
 
+def test_loop_bodies_with_a_plain_entry_keep_the_bits(monkeypatch):
+    """A scan body of 24 kernels (raw pointer entry) gets a plain entry, contexts from tables: the gradient
+    matches the NumPy evaluator and has the bits of the optimized body entries."""
+    rng = np.random.default_rng(0)
+    Ws = [(rng.standard_normal((64, 64)) / 8).astype(np.float32) for _ in range(12)]
+    x0 = rng.standard_normal((512, 64)).astype(np.float32)
+
+    def body(h, _):
+        for W in Ws:
+            h = snp.tanh(h @ W)
+        return h, snp.sum(h)
+
+    def f(x):
+        h, ys = sg.scan(body, x, None, length=3)
+        return snp.sum(h * h) + snp.sum(ys)
+
+    plain = []
+    decide = P._plain_entry
+    monkeypatch.setattr(P, "_plain_entry", lambda prog, loops: plain.append(decide(prog, loops)) or plain[-1])
+    got = sg.compile(sg.grad(f))(x0)
+    assert plain.count(True) == 2  # the forward and the backward body
+    ref = sg.compile(sg.grad(f), backend="numpy")(x0)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.max(np.abs(ref)))
+    monkeypatch.setattr(P, "PLAIN_ENTRY_MIN_KERNELS", 10 ** 9)
+    plain.clear()
+    want = sg.compile(sg.grad(f))(x0)
+    assert True not in plain
+    np.testing.assert_array_equal(got, want)
+
+
 def test_equal_bodies_with_other_trip_counts_stay_apart():
     """tanh over 100 and over 300 elements: the same loop body, but each call keeps its constant trip count."""
     def f(a, b):
