@@ -140,17 +140,19 @@ def _torch_timed(torch: Any, dist: Any, model: Any, opt: Any, batch: tuple, step
 
     for _ in range(warmup):
         step()
-    times = []
+    times, cpus = [], []
     for _ in range(blocks):
         dist.barrier()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(steps):
             step()
         times.append((time.perf_counter() - t0) / steps)
-    med = torch.tensor([statistics.median(times)], dtype=torch.float64)
+        cpus.append((time.process_time() - c0) / steps)
+    med = torch.tensor([statistics.median(times), statistics.median(cpus)], dtype=torch.float64)
     dist.all_reduce(med, op=dist.ReduceOp.MAX)
     if dist.get_rank() == 0:
         print("W14JSON " + json.dumps({"ranks": dist.get_world_size(), "mode": "torch", "step": float(med[0]),
+                                       "cpu": float(med[1]),
                                        "wait": None, "allreduce": None, **info,
                                        "blocks": [round(t, 7) for t in times]}), flush=True)
     dist.destroy_process_group()
@@ -201,19 +203,20 @@ def _timed(mode: str, step: Any, steps: int, blocks: int, nbytes: int, cf: Any) 
     for _ in range(20):  # compile and warm up
         step()
     comm = sgd.Communicator.of(sgd.comm) if mode == "dp" else None
-    times, waits, flights, done = [], [], [], []
+    times, cpus, waits, flights, done = [], [], [], [], []
     for _ in range(blocks):
         sgd.barrier()
-        w0, f0, d0, r0 = (comm.wait_seconds, comm.inflight_seconds, comm.done_at_wait, comm.reductions) if comm \
-            else (0.0, 0.0, 0, 0)
-        t0 = time.perf_counter()
+        w0, f0, d0, r0 = (comm.wait_seconds, getattr(comm, "inflight_seconds", 0.0), getattr(comm, "done_at_wait", 0),
+                          comm.reductions) if comm else (0.0, 0.0, 0, 0)
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(steps):
             step()
         times.append((time.perf_counter() - t0) / steps)
+        cpus.append((time.process_time() - c0) / steps)
         if comm:
             waits.append((comm.wait_seconds - w0) / steps)
-            flights.append((comm.inflight_seconds - f0) / steps)
-            done.append((comm.done_at_wait - d0) / max(comm.reductions - r0, 1))
+            flights.append((getattr(comm, "inflight_seconds", 0.0) - f0) / steps)
+            done.append((getattr(comm, "done_at_wait", 0) - d0) / max(comm.reductions - r0, 1))
     if not comm:
         waits, flights, done = [0.0], [0.0], [0.0]
     buf = np.ones(nbytes // 4, np.float32)
@@ -225,13 +228,14 @@ def _timed(mode: str, step: Any, steps: int, blocks: int, nbytes: int, cf: Any) 
         for _ in range(steps):
             sgd.comm.Allreduce(buf, out)
         ar.append((time.perf_counter() - t0) / steps)
-    everyone = sgd.comm.gather({"step": statistics.median(times), "wait": statistics.median(waits),
+    everyone = sgd.comm.gather({"step": statistics.median(times), "cpu": statistics.median(cpus),
+                                "wait": statistics.median(waits),
                                 "inflight": statistics.median(flights), "done": statistics.median(done),
                                 "allreduce": statistics.median(ar)}, root=0)
     if r == 0:
         stats = cf.stats
         print("W14JSON " + json.dumps({
-            "ranks": n, "mode": mode, "step": max(e["step"] for e in everyone),
+            "ranks": n, "mode": mode, "step": max(e["step"] for e in everyone), "cpu": max(e["cpu"] for e in everyone),
             "wait": max(e["wait"] for e in everyone), "allreduce": max(e["allreduce"] for e in everyone),
             "inflight": min(e["inflight"] for e in everyone), "done": min(e["done"] for e in everyone),
             "bytes": nbytes, "communication": stats.get("communication"), "segments": stats.get("segments"),
@@ -332,6 +336,9 @@ def _table(settings, model: str):  # noqa: ANN001, ANN202 - bench.harness.Settin
                   reps=rounds * blocks, number=steps)
         # weak scaling: (n-rank throughput) / (n x 1-process throughput) = 1-process step / n-rank step
         row.extras = {"ranks": n, "samples/s": round(n * per_rank / step), "efficiency": round(base / step, 3)}
+        cpu = statistics.median(r["cpu"] for r in res[name])
+        row.extras["cpu/step"] = f"{cpu * 1e3:.2f} ms"
+        row.extras["efficiency (cpu)"] = round(statistics.median(r["cpu"] for r in res[bases[mode]]) / cpu, 3)
         if mode == "dp":
             row.extras["wait/step"] = f"{statistics.median(r['wait'] for r in res[name]) * 1e6:.0f} us"
             row.extras["allreduce alone"] = f"{statistics.median(r['allreduce'] for r in res[name]) * 1e6:.0f} us"
@@ -349,10 +356,13 @@ def _table(settings, model: str):  # noqa: ANN001, ANN202 - bench.harness.Settin
              "in flight/step: time from posting each bucket's reduction to the start of its wait, summed over "
              "buckets (the work that overlaps it; smallest rank); done at wait: share of reductions finished when "
              "their wait began (fully overlapped; smallest rank)",
+             "cpu/step: CPU time of a rank's process per step (slowest rank; time the process was descheduled "
+             "by other work on the machine does not count, MPI's busy waits do); efficiency (cpu): the same "
+             "ratio on CPU time",
              "wait/step: time a rank spent in MPI waits per step (communication not hidden); allreduce alone: a "
              "blocking MPI_Allreduce of the same bytes timed by itself",
              f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a shared machine)"]
-    return Table(title, rows, extra_columns=["ranks", "samples/s", "efficiency", "wait/step", "allreduce alone",
+    return Table(title, rows, extra_columns=["ranks", "samples/s", "efficiency", "cpu/step", "efficiency (cpu)", "wait/step", "allreduce alone",
                                                 "in flight/step", "done at wait"],
                  notes=notes)
 
