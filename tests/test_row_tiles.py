@@ -124,3 +124,17 @@ def test_row_local_forms():
     assert not rows_mod._row_local(Aff(((i, 15), (j, 1)), 13), 100, 15)  # past the row's end
     assert not rows_mod._row_local(Aff(((i, -1),), 99), 100, 1)          # x[99 - i]
     assert not rows_mod._row_local(Aff(((j, 1),), 0), 100, 1)            # no row index: a broadcast
+
+
+def test_tiled_under_the_plain_entry_same_bits(monkeypatch):
+    """A program with an unoptimized entry (`module._plain_entry`: base pointers computed where used) calls
+    its runs the same way: the same bits as with the optimized entry."""
+    from codegen.llvm import module
+
+    q, m = _inputs(5000, seed=4)
+    _, want = _compiled(_blocks, q, m)
+    monkeypatch.setattr(module, "PLAIN_ENTRY_MIN_KERNELS", 2)
+    cf, got = _compiled(_blocks, q, m)
+    assert not cf.stats["entry_optimized"] and cf.stats["row_segments"] >= 1
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
