@@ -123,18 +123,24 @@ def pipeline_stages(f: Callable, x: Any) -> dict:
     from symgraph.passes.schedule import schedule
 
     out: dict = {}
+    cpu: dict = {}  # process CPU seconds per stage
     g, out["trace"] = _timed(lambda: sg.trace(sg.value_and_grad(f), x))
+    cpu["trace"] = round(_last_cpu[0], 3)
     out["nodes_traced"] = len(g)
     s, out["simplify"] = _timed(lambda: sg.simplify(g))
+    cpu["simplify"] = round(_last_cpu[0], 3)
     del g
     out["nodes_simplified"] = len(s)
     c, out["checkpoint"] = _timed(lambda: apply_checkpoint(s, None))
+    cpu["checkpoint"] = round(_last_cpu[0], 3)
     del s
     order, out["schedule"] = _timed(lambda: schedule(c))
+    cpu["schedule"] = round(_last_cpu[0], 3)
     blas, vm = runtime.blas_library(), vmath_module()
     gc.collect()
     gc.disable()  # as `codegen.compile_graph` does for partition and IR
     prog, out["partition"] = _timed(lambda: partition(c, order, donate=frozenset(), blas=blas is not None))
+    cpu["partition"] = round(_last_cpu[0], 3)
     out["kernels"] = len(prog.kernels)
     light = all(k.size <= codegen.LIGHT_PIPELINE_MAX_ELEMENTS for k in prog.kernels if k.kind == "loop")
 
@@ -146,10 +152,12 @@ def pipeline_stages(f: Callable, x: Any) -> dict:
         return bp, (jit.LIGHT_PIPELINE_MARK if light else "") + text
 
     (bp, text), out["ir"] = _timed(ir)
+    cpu["ir"] = round(_last_cpu[0], 3)
     gc.enable()
     if vm is not None and hasattr(vm, "runtime_init"):
         vm.runtime_init()
     jitted, out["llvm"] = _timed(lambda: jit.compile_ir(text, key_extra="bench.scale"))
+    cpu["llvm"] = round(_last_cpu[0], 3)
     out["total"] = round(sum(out[k] for k in ("trace", "simplify", "checkpoint", "schedule", "partition", "ir",
                                               "llvm")), 3)
     for k in ("trace", "simplify", "checkpoint", "schedule", "partition", "ir", "llvm"):
@@ -158,6 +166,7 @@ def pipeline_stages(f: Callable, x: Any) -> dict:
                              bp.arena_bytes, bp.consts, prog.donated, {}, abi=runtime.call_abi())
     out["value"] = [np.asarray(v) for v in exe.run([np.asarray(x, dtype=np.float64)])]
     out["rss_mb"] = round(_rss_mb())
+    out["cpu"] = cpu
     return out
 
 
@@ -165,11 +174,17 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+#: process CPU seconds of the last `_timed` call (on a shared machine wall-clock seconds include waiting)
+_last_cpu = [0.0]
+
+
 def _timed(fn: Callable) -> tuple[Any, float]:
     if gc.isenabled():
         gc.collect()
     t = time.perf_counter()
+    c = time.process_time()
     out = fn()
+    _last_cpu[0] = time.process_time() - c
     return out, time.perf_counter() - t
 
 
