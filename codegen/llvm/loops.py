@@ -24,7 +24,7 @@ from .context import I8, I64, PTR, VOID, LoweringContext, for_range, is_float, m
 from .emitters import EMITTERS
 from .reduce import REDUCERS, ReductionSteps, accumulation_lanes, sum_combine
 
-__all__ = ["LoopPlan", "KernelEmitter", "ELEMENT_STEPS", "lower_loop_kernel", "UNROLL_LANE_ELEMENTS",
+__all__ = ["LoopPlan", "KernelEmitter", "ELEMENT_STEPS", "lower_loop_kernel", "kernel_signature", "UNROLL_LANE_ELEMENTS",
            "UNROLL_LANE_COST", "INNER_KEPT_UNROLL"]
 
 #: The last round of a reduced inner loop (its elements past the full rounds of `REDUCTION_LANES`: a whole
@@ -561,11 +561,16 @@ def kernel_key(kernel: Kernel, plan: LoopPlan, buffer_of: Callable[[Any], Any]) 
         return x
 
     buffered = _BufferedNodes(buffer_of)
+    number = exprs.__getitem__
     try:
         for t in kernel.tasks:
             for e in t.exprs:
                 if e not in exprs:
-                    item = (e.op, canon(tuple(e.args)), canon(tuple(e.attrs)), e.dtype.str, e.rng)
+                    args = e.args
+                    # arguments that are all Exprs (most of a large body): their numbers, a tuple of
+                    # ints (other arguments canonicalize to tuples, so the two never meet)
+                    ca = tuple(map(number, args)) if e.deps is args else canon(tuple(args))
+                    item = (e.op, ca, canon(tuple(e.attrs)) if e.attrs else (), e.dtype.str, e.rng)
                     exprs[e] = len(exprs)
                     out.append(item)
             out.append(("task", t.kind.value, node(t.node), t.domain, tuple(sorted(t.red_axes)), canon(t.value),
@@ -578,6 +583,17 @@ def kernel_key(kernel: Kernel, plan: LoopPlan, buffer_of: Callable[[Any], Any]) 
     except (KeyError, TypeError):
         return None
     return key
+
+
+def kernel_signature(kernel: Kernel, plan: LoopPlan) -> tuple:
+    """A cheap necessary condition for equal `kernel_key`s: kind, domain, reduced axes, per task its
+    kind, number of Exprs and a hash of its constants (in order), and the loop plan. Kernels with equal keys have equal signatures, so
+    `module._emit_loop_kernels` computes keys only for kernels whose signature another one shares
+    (on a large scalar program every kernel differs, and its keys cost a walk of every body)."""
+    return (kernel.kind.value, kernel.domain, tuple(sorted(kernel.red_axes)),
+            tuple((t.kind.value, len(t.exprs), hash(tuple([e.attrs for e in t.exprs if e.op == "const"])))
+                  for t in kernel.tasks), plan.lanes, tuple(map(tuple, plan.groups)),
+            plan.parallel, plan.partials, plan.row_partials, tuple(plan.chunks) if plan.chunks is not None else None)
 
 
 class _BufferedNodes:

@@ -37,7 +37,7 @@ from ..kernels.tasks import Kernel, KernelKind, Program, TaskKind, kernel_exprs
 from . import gemm, pieces
 from .lapack import emit_lapack
 from .context import I8, I32, I64, PTR, VOID, LoweringContext, opaque_alloca
-from .loops import LoopPlan, kernel_buffers, kernel_key, lower_loop_kernel
+from .loops import LoopPlan, kernel_buffers, kernel_key, kernel_signature, lower_loop_kernel
 from .reduce import combine_partials, combine_row_partials
 from .region import region_call
 from .rows import emit_segment_call, emit_segment_function
@@ -296,6 +296,9 @@ def _emit_loop_kernels(cx: LoweringContext, prog: Program, ref: dict, nthreads: 
     plans: dict[int, LoopPlan] = {}
     shared: dict[tuple, ir.Function] = {}  # (IR text, call range) -> function; equal kernels share one
     keyed: dict[tuple, ir.Function] = {}  # `kernel_key` -> function: equal kernels are emitted once
+    # `kernel_signature` -> the kernels of that signature emitted without a key yet (kernel, plan, function):
+    # a key is computed only once a second kernel has the signature
+    unkeyed: dict[tuple, list] = {}
     uses: dict[str, int] = {}  # function name -> call sites
     chunked: set[str] = set()  # functions run as fixed chunks: compiled once, apart from their callers
     buffer_of = ref.__getitem__
@@ -307,7 +310,16 @@ def _emit_loop_kernels(cx: LoweringContext, prog: Program, ref: dict, nthreads: 
         if ki in tiled:  # a row-tiled run's kernel: its run is what may go on threads (`rows`)
             plan.parallel = False
         plans[ki] = plan
-        key = kernel_key(k, plan, buffer_of)
+        sig = None if _CHECK_KEYS else kernel_signature(k, plan)
+        if sig is None or sig in unkeyed:
+            for kk, pp, ff in unkeyed.pop(sig, ()) if sig is not None else ():
+                kkey = kernel_key(kk, pp, buffer_of)
+                if kkey is not None:
+                    keyed.setdefault(kkey, ff)
+            unkeyed[sig] = []
+            key = kernel_key(k, plan, buffer_of)
+        else:
+            key = None
         f = keyed.get(key) if key is not None else None
         if f is not None and not _CHECK_KEYS:  # an equal kernel was emitted: call its function
             calls[ki] = _KernelCall(f, kernel_buffers(k, buffer_of))
@@ -319,6 +331,8 @@ def _emit_loop_kernels(cx: LoweringContext, prog: Program, ref: dict, nthreads: 
             f = g
             if key is not None:
                 keyed[key] = f
+            elif sig is not None and sig not in unkeyed:
+                unkeyed[sig] = [(k, plan, f)]
             # keep only what the call needs: the emitter references its function's IR objects
             calls[ki] = _KernelCall(f, ke.buffers)
             del ke
