@@ -26,6 +26,7 @@ from . import lax as L
 from . import numpy as snp
 from .errors import (DTypeError, ShapeError, SourceLocation, SymgraphError, TracerConversionError,
                      UnsupportedOpError, _is_internal, user_location)
+from .conversions import trace_entry_points
 from .indexing import AtIndexer, getitem
 from .inplace import (ARRAY_INTERFACE_FILES, INPLACE_BINOPS, INPLACE_METHODS, OWN_ARRAY, STALE, check_live, check_stale,
                       check_writable, end_trace, fresh_copy, inplace_binop, inplace_method, note_shared, own_array,
@@ -281,7 +282,8 @@ def trace(f: Callable, *example_args: Any, name: str | None = None) -> Graph:
             inputs.append(make_input(shape, dtype, i, nm))
         _numpy_store.pending = None
         try:
-            out = f(*tree_unflatten(in_tree, inputs))
+            with trace_entry_points():  # np.array / np.asarray / np.r_ ... of traced values (symgraph.conversions)
+                out = f(*tree_unflatten(in_tree, inputs))
             out_leaves, out_tree = tree_flatten(out)
             check_stale(out_leaves, always=True)
         except ValueError as e:  # NumPy replaces the error of a traced value stored into an ndarray
@@ -523,13 +525,16 @@ def _to_ndarray_error(self: Node, *a: Any, **k: Any) -> Any:
         raise TracerConversionError(f"SciPy's {name} converts its arguments with np.asarray before any protocol sees "
                                     f"a traced value (shape {self.shape}, dtype {self.dtype}); {fix}", loc)
     if tricks:
-        fix = ("np.r_[...] and np.c_[...] convert every item to a NumPy array before symgraph sees it; write "
-               "np.concatenate([a, b]) (np.r_) or np.column_stack([a, b]) (np.c_), or use symgraph.numpy.r_ / c_, "
-               "which trace.")
+        fix = ("np.r_[...] and np.c_[...] trace when looked up on the numpy module during the trace; this index "
+               "trick was bound before it (from numpy import r_?) and converts every item to a NumPy array: write "
+               "np.r_ / np.c_, np.concatenate([a, b]) (np.r_) or np.column_stack([a, b]) (np.c_), or use "
+               "symgraph.numpy.r_ / c_.")
     else:
-        fix = ("np.array([x, y]) / np.asarray of a traced value or of a list of them cannot return a traced value "
-               "(NumPy converts first): write np.stack([x, y]) (or symgraph.numpy.array / asarray, which trace), "
-               "drop np.asarray(x) on a value that is already an array, or return the value from the function. "
+        fix = ("np.array / np.asarray of a traced value or of a list of them trace when looked up on the numpy "
+               "module during the trace (symgraph.conversions); this conversion came another way: a name bound "
+               "before the trace (from numpy import array), a NumPy scalar type (np.float64(x): write "
+               "x.astype(np.float64)), or a function that converts its argument itself. Write np.asarray(...) / "
+               "np.stack([x, y]) / symgraph.numpy.array, or return the value from the function. "
                "Functions that take a traced value as a size (np.arange(n), np.zeros(n)) need it concrete: "
                + _STATIC_FIX)
     raise TracerConversionError(f"conversion to a NumPy array (np.asarray / np.array) needs a concrete value, but "

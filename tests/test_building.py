@@ -72,13 +72,17 @@ def test_array_of_traced_values_differentiates():
     np.testing.assert_allclose(g, 10 * A, rtol=1e-15)
 
 
-def test_plain_numpy_array_of_tracers_names_the_traced_spelling():
-    """np.array converts its argument before any protocol runs: the error names np.stack and snp.array."""
+def test_plain_numpy_array_of_tracers_traces_and_a_name_bound_before_the_trace_still_names_the_fix():
+    """np.array / np.r_ / np.c_ looked up on the numpy module during a trace trace (symgraph.conversions); the
+    same function bound before the trace converts first and raises, naming the traced spellings."""
+    np.testing.assert_array_equal(sg.trace(lambda x, y: np.array([x, y]), X, Y).evaluate(X, Y), np.array([X, Y]))
+    np.testing.assert_array_equal(sg.trace(lambda a: np.r_[a, a], A).evaluate(A), np.r_[A, A])
+    np.testing.assert_array_equal(sg.trace(lambda a: np.c_[a, a], A).evaluate(A), np.c_[A, A])
+    bound_array, bound_r = np.array, np.r_
     with pytest.raises(sg.TracerConversionError, match=r"np\.stack"):
-        sg.trace(lambda x, y: np.array([x, y]), X, Y)
-    for f in (lambda a: np.r_[a, a], lambda a: np.c_[a, a]):
-        with pytest.raises(sg.TracerConversionError, match=r"np\.concatenate.*symgraph\.numpy\.r_"):
-            sg.trace(f, A)
+        sg.trace(lambda x, y: bound_array([x, y]), X, Y)
+    with pytest.raises(sg.TracerConversionError, match=r"np\.concatenate.*symgraph\.numpy\.r_"):
+        sg.trace(lambda a: bound_r[a, a], A)
 
 
 # plain NumPy functions that reach __array_function__: (name, f, arguments)

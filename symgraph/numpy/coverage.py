@@ -26,6 +26,7 @@ import numpy as _np
 from ..autodiff import jvp_nodes, vjp_nodes
 from ..backend import get_backend
 from ..compile import run_pipeline
+from ..conversions import CONSTRUCTORS
 from ..errors import SymgraphError, UnsupportedOpError
 from ..ir import Node
 from ..tracing import trace
@@ -88,7 +89,9 @@ class Row:
     Attributes:
         name: the public spelling ("np.sin", "np.linalg.norm", "scipy.special.erf").
         kind: "ufunc" (dispatched by `__array_ufunc__`), "function" (`__array_function__`), or
-            "symgraph.numpy only" (NumPy's spelling converts to an ndarray first: `np.array`).
+            "wrapped while tracing" (`np.array`, `np.asarray`, ...: NumPy converts to an ndarray before any
+            protocol runs, so `symgraph.conversions` wraps the module attribute during a trace), or
+            "symgraph.numpy only" (NumPy's spelling cannot reach symgraph).
         module: the module of `symgraph.numpy` implementing it ("elementary", "layout", ...).
         differentiable: "yes" (VJP and JVP build), "zero" (piecewise constant: the derivative is 0),
             "constant" (the result depends on shapes only: zeros_like, np.shape), "no (integer/bool)"
@@ -134,7 +137,7 @@ def _public_name(key: Any) -> tuple[str, str]:
     for prefix, mod in (("np", _np), ("np.linalg", _np.linalg), ("np.fft", _np.fft),
                         ("np.lib.stride_tricks", _np.lib.stride_tricks)):
         if getattr(mod, name, None) is key:
-            return f"{prefix}.{name}", "function"
+            return f"{prefix}.{name}", ("wrapped while tracing" if mod is _np and name in CONSTRUCTORS else "function")
     mod = getattr(key, "__module__", "") or ""
     return f"{mod.replace('numpy', 'np')}.{name}", "function"
 
@@ -249,6 +252,9 @@ def probe_entry(key: Any, fn: Callable) -> tuple[Row, Probe | None]:
 def _numpy_callable(key: Any) -> Callable | None:
     """NumPy's (or scipy.special's) callable for a registry key, None when it is not importable here."""
     if not isinstance(key, str):
+        name = getattr(key, "__name__", "")
+        if name in CONSTRUCTORS and getattr(_np, name, None) is key:  # looked up at call time, as user code does
+            return lambda *a, **k: getattr(_np, name)(*a, **k)
         return key
     if isinstance(getattr(_np, key, None), _np.ufunc):
         return getattr(_np, key)

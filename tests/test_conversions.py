@@ -1,0 +1,124 @@
+"""Plain NumPy's array-building spellings on traced values (symgraph.conversions): np.array, np.asarray,
+np.r_/np.c_ and NumPy functions of lists holding traced values, with NumPy's values, copy semantics and
+derivatives; NumPy itself unchanged outside traces and in other threads."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import symgraph as sg
+from symgraph import conversions
+
+X = np.array([0.3, -1.2, 0.8])
+S = 0.7
+
+
+CASES = [  # (name, f, argument): each f written as NumPy users write it
+    ("array of a traced value", lambda x: np.sum(np.array(x) ** 2), X),
+    ("asarray of a traced value", lambda x: np.sum(np.sin(np.asarray(x)) * x), X),
+    ("array of a list", lambda x: np.sum(np.array([x, 2.0 * x]) ** 3), X),
+    ("asarray of a tuple with numbers", lambda s: np.sum(np.asarray((s, 1.0, s * s)) ** 2), S),
+    ("nested lists", lambda s: np.sum(np.array([[s, 1.0], [2.0, s ** 2]]) @ np.array([s, 3.0])), S),
+    ("array dtype and ndmin", lambda x: np.sum(np.array(x, dtype=np.float64, ndmin=3) ** 2), X),
+    ("asanyarray", lambda x: np.sum(np.asanyarray([x, x]) * x), X),
+    ("ascontiguousarray", lambda x: np.sum(np.ascontiguousarray(x) ** 3), X),
+    ("r_", lambda x: np.sum(np.r_[x, 1.0, x ** 2] ** 2), X),
+    ("c_", lambda x: np.sum(np.c_[x, x ** 2] @ np.array([1.0, -2.0])), X),
+    ("mean of a list", lambda s: np.mean([s, 3.0 * s, s ** 2]), S),
+    ("std of a list", lambda s: np.std([s, 3.0 * s, 1.0]), S),
+    ("var of a list of arrays", lambda x: np.sum(np.var([x, x ** 2], axis=0)), X),
+    ("norm of a list", lambda s: np.linalg.norm([s, 2.0 * s, 1.0]), S),
+    ("append a list", lambda x: np.sum(np.append(x, [x[0], 2.0]) ** 2), X),
+    ("sum of a list", lambda s: np.sum([s, s ** 2]), S),
+    ("dot of lists", lambda s: np.dot([s, 1.0], [2.0, s]), S),
+]
+
+
+@pytest.mark.parametrize("name,f,arg", CASES, ids=[c[0] for c in CASES])
+def test_values_and_derivatives_match_numpy(name, f, arg):
+    with np.errstate(all="ignore"):
+        want = f(np.asarray(arg))  # NumPy on concrete values
+    got = sg.trace(f, arg).evaluate(arg)
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    sg.check_grads(f, (arg,), order=2)
+    np.testing.assert_allclose(sg.compile(sg.grad(f))(arg), sg.grad(f)(arg), rtol=1e-13)
+
+
+def test_vmap_of_a_list_built_inside():
+    f = lambda s: np.mean(np.array([s, s ** 2, 1.0]))
+    xs = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(sg.vmap(f)(xs), [(s + s * s + 1.0) / 3 for s in xs], rtol=1e-15)
+
+
+def test_grad_of_grad_builds_arrays_in_both_traces():
+    f = lambda s: np.sum(np.array([s, 1.0]) ** 3)
+    assert abs(sg.grad(sg.grad(f))(S) - 6.0 * S) < 1e-14
+
+
+def test_np_array_copies_and_np_asarray_does_not():
+    def copied(x):
+        y = np.array(x)
+        y[0] = 5.0  # a new array: x is unchanged
+        return np.sum(x) + 10.0 * np.sum(y)
+
+    np.testing.assert_allclose(sg.grad(copied)(X), [1.0, 11.0, 11.0])
+    assert sg.trace(copied, X).evaluate(X) == pytest.approx(np.sum(X) + 10.0 * (5.0 + X[1] + X[2]))
+
+    def from_list(s):
+        a = np.asarray([s, s])  # a new array each time, even when the same list is built twice
+        b = np.asarray([s, s])
+        a[0] = 0.0
+        return np.sum(a) + 10.0 * np.sum(b)
+
+    assert sg.grad(from_list)(S) == pytest.approx(21.0)
+
+    def aliased(x):
+        y = np.asarray(x)  # x itself: writing into it writes into the caller's argument, refused as for x
+        y[0] = 5.0
+        return np.sum(y)
+
+    with pytest.raises(sg.TracerConversionError, match="argument"):
+        sg.grad(aliased)(X)
+
+
+def test_numpy_is_restored_after_a_trace_and_after_an_error():
+    before = (np.array, np.asarray, np.mean, np.r_, np.linalg.norm)
+    sg.grad(lambda s: np.mean([s, s]))(S)
+    with pytest.raises(ZeroDivisionError):
+        sg.grad(lambda s: 1 / 0)(S)
+    assert (np.array, np.asarray, np.mean, np.r_, np.linalg.norm) == before
+    assert np.array is conversions.ORIGINALS[(np, "array")]
+
+
+def test_other_threads_get_numpy_s_results_while_a_trace_runs():
+    started, release, seen = threading.Event(), threading.Event(), []
+
+    def f(s):
+        started.set()
+        release.wait(10)
+        return np.sum(np.array([s, 1.0]))
+
+    t = threading.Thread(target=lambda: seen.append(sg.grad(f)(S)))
+    t.start()
+    assert started.wait(10)
+    assert np.array is not conversions.ORIGINALS[(np, "array")]  # wrapped while the trace runs
+    a = np.array([[1, 2], [3, 4]], dtype=np.int8, order="F")
+    assert type(a) is np.ndarray and a.dtype == np.int8 and a.flags.f_contiguous
+    assert np.asarray(a) is a and np.array(a) is not a
+    assert np.mean([1.0, 2.0]) == 1.5 and np.r_[1:3, 5].tolist() == [1, 2, 5]
+    release.set()
+    t.join(10)
+    assert seen == [1.0] and np.array is conversions.ORIGINALS[(np, "array")]
+
+
+def test_a_name_bound_before_the_trace_still_raises_naming_the_fix():
+    from numpy import asarray as bound
+
+    with pytest.raises(sg.TracerConversionError, match="bound before the trace"):
+        sg.grad(lambda s: np.sum(bound([s, 1.0])))(S)
+
+
+def test_a_list_that_numpy_cannot_build_is_still_an_error():
+    with pytest.raises(sg.ShapeError, match="inhomogeneous"):
+        sg.trace(lambda x: np.array([x, x[:2]]), X)
