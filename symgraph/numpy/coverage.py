@@ -253,8 +253,9 @@ def _numpy_callable(key: Any) -> Callable | None:
     """NumPy's (or scipy.special's) callable for a registry key, None when it is not importable here."""
     if not isinstance(key, str):
         name = getattr(key, "__name__", "")
-        if name in CONSTRUCTORS and getattr(_np, name, None) is key:  # looked up at call time, as user code does
-            return lambda *a, **k: getattr(_np, name)(*a, **k)
+        if name in CONSTRUCTORS and getattr(_np, name, None) is key:
+            # looked up at call time from code outside symgraph, as user code does (symgraph.conversions)
+            return eval(f"lambda *a, **k: np.{name}(*a, **k)", {"__name__": "coverage_probe", "np": _np})
         return key
     if isinstance(getattr(_np, key, None), _np.ufunc):
         return getattr(_np, key)
