@@ -45,6 +45,7 @@ LAYERS = {
     # the front end: tracing, the NumPy namespace and what is written with it
     "symgraph.indexing": 5,  # x[idx] and x.at[idx] on traced values
     "symgraph.inplace": 5,  # in-place updates of traced values (installed by tracing)
+    "symgraph.conversions": 5,  # np.array / np.asarray ... of traced values while a trace runs (entered by tracing)
     "symgraph.tracing": 5,
     "symgraph.numpy": 5,
     "symgraph.custom": 5,
