@@ -126,6 +126,7 @@ COMPLEX_FUNCTIONS = frozenset({
     _np.transpose, _np.swapaxes, _np.moveaxis, _np.squeeze, _np.expand_dims, _np.ravel, _np.where, _np.cumsum,
     _np.diag, _np.diagonal, _np.broadcast_to, _np.take, _np.copy, _np.shape, _np.ndim, _np.size, _np.abs,
     _np.square, _np.var, _np.std, _np.linalg.norm, _np.sinc,
+    _np.max, _np.min, _np.amax, _np.amin, _np.argmax, _np.argmin,  # NumPy's lexicographic order (complex_order)
     # structural and windowed functions (linear maps without conjugation: their rules hold as they are;
     # tests/test_complex_structural.py): correlate conjugates v and nan_to_num works on each part, as NumPy's
     _np.triu, _np.tril, _np.flip, _np.fliplr, _np.flipud, _np.roll, _np.rollaxis, _np.rot90, _np.tile, _np.repeat,
@@ -151,7 +152,7 @@ COMPLEX_FUNCTIONS = frozenset({
 
 COMPLEX_METHODS = frozenset({
     "sum", "mean", "prod", "take", "squeeze", "ravel", "flatten", "swapaxes", "diagonal", "repeat", "trace",
-    "cumsum", "var", "std", "cumprod", "compress",
+    "cumsum", "var", "std", "cumprod", "compress", "max", "min", "argmax", "argmin",
 })
 
 

@@ -13,6 +13,7 @@ from ..ir import Node
 from ..ops.core import normalize_axes
 from .arithmetic import divide, multiply, negative, subtract
 from .base import _ndim, _shape
+from .complex_order import complex_argextremum, complex_extremum
 from .elementary import sqrt
 from .layout import reshape
 from .logic import equal, greater, not_equal, where
@@ -68,13 +69,22 @@ def prod(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) ->
 
 
 def max(x: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
-    """Maximum over axis; ties share the derivative equally."""
+    """Maximum over axis; ties share the derivative equally. Complex values: NumPy's lexicographic order
+    (symgraph.numpy.complex_order)."""
+    if _is_complex(x):
+        return complex_extremum(x, axis, keepdims, "max")
     return L.reduce("max", x, axis, keepdims)
 
 
 def min(x: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
-    """Minimum over axis; ties share the derivative equally."""
+    """Minimum over axis; ties share the derivative equally. Complex values: NumPy's lexicographic order."""
+    if _is_complex(x):
+        return complex_extremum(x, axis, keepdims, "min")
     return L.reduce("min", x, axis, keepdims)
+
+
+def _is_complex(x: Any) -> bool:
+    return (x.dtype if isinstance(x, Node) else _np.asarray(x).dtype).kind == "c"
 
 
 amax = max
@@ -129,6 +139,10 @@ def argmax(x: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False)
     if out is not None:
         raise UnsupportedOpError("argmax(out=...) is not supported on traced values; use the returned array")
     nd = _ndim(x)
+    if _is_complex(x):
+        r = complex_argextremum(x, axis, "max")
+        return reshape(r, (1,) * nd if axis is None else tuple(
+            1 if i == normalize_axes(axis, nd, op="argmax")[0] else d for i, d in enumerate(_shape(x)))) if keepdims else r
     if axis is None:
         r = L.bind("argmax", reshape(x, (-1,)), axis=0)
         return reshape(r, (1,) * nd) if keepdims else r
@@ -141,6 +155,11 @@ def argmin(x: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False)
     """Index of the first minimum (int64); the arguments as argmax's."""
     if out is not None:
         raise UnsupportedOpError("argmin(out=...) is not supported on traced values; use the returned array")
+    if _is_complex(x):
+        nd = _ndim(x)
+        r = complex_argextremum(x, axis, "min")
+        return reshape(r, (1,) * nd if axis is None else tuple(
+            1 if i == normalize_axes(axis, nd, op="argmin")[0] else d for i, d in enumerate(_shape(x)))) if keepdims else r
     return argmax(negative(x), axis, keepdims=keepdims)
 
 
