@@ -38,7 +38,7 @@ import numpy as np
 
 from . import numpy as snp
 from .errors import TracerConversionError
-from .inplace import ARRAY_INTERFACE_FILES, OWN_ARRAY, fresh_copy
+from .inplace import ARRAY_INTERFACE_FILES, OWN_ARRAY, STALE, check_stale, fresh_copy
 from .ir import Node, _ctx
 
 __all__ = ["trace_entry_points", "ORIGINALS", "CONSTRUCTORS"]
@@ -88,6 +88,8 @@ def _constructor(orig: Callable, copies: bool) -> Callable:
         a = args[0] if args else kwargs.get("object" if copies else "a", kwargs.get("a"))
         if not _tracing() or not _has_node(a) or len(args) > (2 if copies else 3):
             return orig(*args, **kwargs)
+        if STALE:
+            check_stale(a)  # a value a write left stale (a view of a written array): refused, as every read is
         kw = dict(kwargs)
         kw.pop("object", None), kw.pop("a", None)
         dtype = args[1] if len(args) > 1 else kw.pop("dtype", None)
@@ -115,6 +117,8 @@ def _retrying(orig: Callable) -> Callable:
         except TracerConversionError:
             if not _tracing():
                 raise
+            if STALE:
+                check_stale(args, tuple(kwargs.values()))  # a stale value in a list: refused, as every read is
             lifted = [snp.asarray(a) if isinstance(a, (list, tuple)) and _has_node(a) else a for a in args]
             kw = {k: snp.asarray(v) if isinstance(v, (list, tuple)) and _has_node(v) else v
                   for k, v in kwargs.items()}
@@ -133,6 +137,8 @@ class _Tricks:
 
     def __getitem__(self, key: Any) -> Any:
         if _tracing() and _has_node(key):
+            if STALE:
+                check_stale(key)
             return self._ours[key]
         return self._orig[key]
 

@@ -122,3 +122,28 @@ def test_a_name_bound_before_the_trace_still_raises_naming_the_fix():
 def test_a_list_that_numpy_cannot_build_is_still_an_error():
     with pytest.raises(sg.ShapeError, match="inhomogeneous"):
         sg.trace(lambda x: np.array([x, x[:2]]), X)
+
+
+def test_a_view_left_stale_by_a_write_is_refused_not_read_with_its_old_values():
+    """NumPy's view sees the write (np.array(v) = [5, 2]); symgraph refuses the read, as for every other read."""
+    def built(x):
+        a = x.copy()
+        v = a[0:2]
+        a[0] = 5.0
+        return np.sum(np.array(v) * np.arange(1.0, 3.0))
+
+    def listed(x):
+        a = x.copy()
+        v = a[0:2]
+        a[0] = 5.0
+        return np.sum(np.mean([v, v], axis=0))
+
+    def joined(x):
+        a = x.copy()
+        v = a[0:2]
+        a[1] = 5.0
+        return np.sum(np.r_[v, 1.0])
+
+    for f in (built, listed, joined):
+        with pytest.raises(sg.TracerConversionError, match="view"):
+            sg.trace(f, X)
