@@ -77,3 +77,26 @@ def test_odeint_errors():
         odeint(lambda y, t: np.sum(y), np.ones(2), np.array([0.0, 1.0]))
     with pytest.raises(sg.SymgraphError, match="mxstep"):
         odeint(_decay, np.ones(2), np.array([0.0, 1.0]), 0.7, mxstep=0)
+
+
+def test_scipy_s_args_and_tfirst_keywords_match_scipy():
+    scipy_integrate = pytest.importorskip("scipy.integrate")
+    from symgraph.scipy.integrate import odeint
+
+    def decay(y, t, k, c):
+        return -k * y + c * np.sin(t)
+
+    y0, ts = np.array([1.0, 0.5]), np.linspace(0.0, 2.0, 5)
+    want = scipy_integrate.odeint(decay, y0, ts, args=(0.7, 0.3), rtol=1e-11, atol=1e-11)
+    for got in (odeint(decay, y0, ts, args=(0.7, 0.3), rtol=1e-10, atol=1e-10),
+                odeint(decay, y0, ts, 0.7, 0.3, rtol=1e-10, atol=1e-10),
+                odeint(lambda t, y, k, c: decay(y, t, k, c), y0, ts, args=(0.7, 0.3), tfirst=True,
+                       rtol=1e-10, atol=1e-10)):
+        np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-9)
+    g = sg.grad(lambda k: np.sum(odeint(decay, y0, ts, args=(k, 0.3), rtol=1e-10, atol=1e-10)))(0.7)
+    eps = 1e-5
+    fd = (np.sum(scipy_integrate.odeint(decay, y0, ts, args=(0.7 + eps, 0.3), rtol=1e-12, atol=1e-12))
+          - np.sum(scipy_integrate.odeint(decay, y0, ts, args=(0.7 - eps, 0.3), rtol=1e-12, atol=1e-12))) / (2 * eps)
+    assert abs(g - fd) < 1e-5
+    with pytest.raises(sg.SymgraphError, match="not both"):
+        odeint(decay, y0, ts, 0.7, args=(0.3,))

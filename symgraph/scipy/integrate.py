@@ -1,7 +1,8 @@
 """`symgraph.scipy.integrate.odeint`: an adaptive Dormand–Prince 5(4) solver built on the loop primitives.
 
 The signature is `jax.experimental.ode.odeint`'s (`func(y, t, *args)`, the
-order of `scipy.integrate.odeint`'s arguments). Each output interval is one
+order of `scipy.integrate.odeint`'s arguments), and SciPy's keywords `args=(...)` and
+`tfirst=` are accepted too. Each output interval is one
 `sg.while_loop(..., max_steps=mxstep)` of adaptive steps, and the intervals are
 one `sg.scan`, so the graph does not grow with the number of steps or of output
 times, it compiles natively, and it differentiates in both modes through the
@@ -49,8 +50,8 @@ def _rms(x: Any) -> Any:
     return np.sqrt(np.mean(x * x))
 
 
-def odeint(func: Callable, y0: Any, t: Any, *args: Any, rtol: float = 1.4e-8, atol: float = 1.4e-8,
-           mxstep: int = 500, checkpoints: int | None = None) -> Any:
+def odeint(func: Callable, y0: Any, t: Any, *fargs: Any, args: Any = (), rtol: float = 1.4e-8,
+           atol: float = 1.4e-8, mxstep: int = 500, checkpoints: int | None = None, tfirst: bool = False) -> Any:
     """Solve `dy/dt = func(y, t, *args)` from `y(t[0]) = y0`, returning y at every time in `t`.
 
     Dormand–Prince 5(4) with adaptive steps (Hairer et al.'s error norm and
@@ -62,7 +63,11 @@ def odeint(func: Callable, y0: Any, t: Any, *args: Any, rtol: float = 1.4e-8, at
             written with NumPy operations.
         y0: the initial state, a float array (any shape) or number.
         t: the output times, a 1-d increasing array (t[0] is the initial time).
-        *args: extra arguments of func (arrays or pytrees; differentiable).
+        *fargs: extra arguments of func (arrays or pytrees; differentiable), JAX's spelling
+            (`jax.experimental.ode.odeint(func, y0, t, *args)`).
+        args: the same as SciPy spells it, a keyword: `odeint(func, y0, t, args=(a, b))` calls
+            `func(y, t, a, b)` (a non-tuple is one argument). Give fargs or args, not both.
+        tfirst: SciPy's: when True, func is called as `func(t, y, *args)`.
         rtol, atol: relative and absolute tolerances of the local error
             (per component: atol + rtol * max(|y_n|, |y_n+1|), RMS norm).
         mxstep: the most steps (accepted or rejected) per output interval.
@@ -92,6 +97,12 @@ def odeint(func: Callable, y0: Any, t: Any, *args: Any, rtol: float = 1.4e-8, at
     if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
         raise SymgraphError(f"odeint: rtol and atol must be >= 0 and not both 0, got rtol={rtol}, atol={atol}")
     where = user_location()
+    if not isinstance(args, tuple):
+        args = (args,)
+    if fargs and args:
+        raise SymgraphError("odeint: give func's extra arguments positionally (JAX: odeint(func, y0, t, a, b)) or as "
+                            "args=(a, b) (SciPy), not both")
+    args = fargs or args
     if not isinstance(y0, Node):
         y0 = np.asarray(y0)
         if y0.dtype.kind in "biu":
@@ -107,7 +118,7 @@ def odeint(func: Callable, y0: Any, t: Any, *args: Any, rtol: float = 1.4e-8, at
            f"rtol={rtol:g}/atol={atol:g} too tight for {dtype}); raise mxstep or loosen the tolerances")
 
     def f(y: Any, s: Any) -> Any:
-        d = func(y, s, *args)
+        d = func(s, y, *args) if tfirst else func(y, s, *args)
         if tuple(np.shape(d)) != tuple(np.shape(y)):
             raise ShapeError(f"odeint: func returned shape {tuple(np.shape(d))} for a state of shape "
                              f"{tuple(np.shape(y))}")
