@@ -50,6 +50,27 @@ def _rms(x: Any) -> Any:
     return np.sqrt(np.mean(x * x))
 
 
+def _check_options(rtol: float, atol: float, mxstep: Any, checkpoints: Any) -> None:
+    """Raise SymgraphError for a bad mxstep, tolerance or checkpoints (odeint's)."""
+    if checkpoints is not None and (not isinstance(checkpoints, (int, np.integer)) or isinstance(checkpoints, bool)
+                                    or checkpoints < 1):
+        raise SymgraphError(f"odeint: checkpoints must be an int >= 1 or None, got {checkpoints!r}")
+    if not isinstance(mxstep, (int, np.integer)) or isinstance(mxstep, bool) or mxstep < 1:
+        raise SymgraphError(f"odeint: mxstep must be an int >= 1, got {mxstep!r}")
+    if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
+        raise SymgraphError(f"odeint: rtol and atol must be >= 0 and not both 0, got rtol={rtol}, atol={atol}")
+
+
+def _extra_arguments(fargs: tuple, args: Any) -> tuple:
+    """func's extra arguments: JAX's positional ones or SciPy's `args=` (a non-tuple is one argument)."""
+    if not isinstance(args, tuple):
+        args = (args,)
+    if fargs and args:
+        raise SymgraphError("odeint: give func's extra arguments positionally (JAX: odeint(func, y0, t, a, b)) or as "
+                            "args=(a, b) (SciPy), not both")
+    return fargs or args
+
+
 def odeint(func: Callable, y0: Any, t: Any, *fargs: Any, args: Any = (), rtol: float = 1.4e-8,
            atol: float = 1.4e-8, mxstep: int = 500, checkpoints: int | None = None, tfirst: bool = False) -> Any:
     """Solve `dy/dt = func(y, t, *args)` from `y(t[0]) = y0`, returning y at every time in `t`.
@@ -89,20 +110,9 @@ def odeint(func: Callable, y0: Any, t: Any, *fargs: Any, args: Any = (), rtol: f
     order, evaluated or compiled; without `checkpoints` reverse mode stores
     `mxstep` steps of residuals per interval (the loop runs `mxstep` masked steps).
     """
-    if checkpoints is not None and (not isinstance(checkpoints, (int, np.integer)) or isinstance(checkpoints, bool)
-                                    or checkpoints < 1):
-        raise SymgraphError(f"odeint: checkpoints must be an int >= 1 or None, got {checkpoints!r}")
-    if not isinstance(mxstep, (int, np.integer)) or isinstance(mxstep, bool) or mxstep < 1:
-        raise SymgraphError(f"odeint: mxstep must be an int >= 1, got {mxstep!r}")
-    if not (rtol >= 0 and atol >= 0 and rtol + atol > 0):
-        raise SymgraphError(f"odeint: rtol and atol must be >= 0 and not both 0, got rtol={rtol}, atol={atol}")
+    _check_options(rtol, atol, mxstep, checkpoints)
     where = user_location()
-    if not isinstance(args, tuple):
-        args = (args,)
-    if fargs and args:
-        raise SymgraphError("odeint: give func's extra arguments positionally (JAX: odeint(func, y0, t, a, b)) or as "
-                            "args=(a, b) (SciPy), not both")
-    args = fargs or args
+    args = _extra_arguments(fargs, args)
     if not isinstance(y0, Node):
         y0 = np.asarray(y0)
         if y0.dtype.kind in "biu":
