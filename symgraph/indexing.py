@@ -50,6 +50,8 @@ def getitem(x: Node, idx: Any) -> Any:
         ShapeError: indices out of bounds (concrete) or too many indices.
         UnsupportedOpError: traced boolean masks (data-dependent shapes).
     """
+    if type(idx) is int and x.shape:  # fast path, x[t]: the nodes the general path makes
+        return _first_axis_int(x, idx)
     if not isinstance(idx, tuple):
         idx = (idx,)
     # concrete boolean masks become integer arrays
@@ -80,6 +82,20 @@ def getitem(x: Node, idx: Any) -> Any:
     if any(_is_array_index(i) for i in idx):
         return _advanced_getitem(x, idx)
     return _basic_getitem(x, idx)
+
+
+def _first_axis_int(x: Node, j: int) -> Node:
+    """`x[j]` for a Python int `j` (`_basic_getitem(x, (j, :, ..., :))` without the general index walk)."""
+    shape = x.shape
+    n = shape[0]
+    if not -n <= j < n:
+        raise ShapeError(f"index {j} is out of bounds for axis 0 with size {n}")
+    j %= n
+    rest = shape[1:]
+    y = x
+    if j != 0 or n != 1:
+        y = L.bind("slice", x, starts=(j,) + (0,) * len(rest), stops=(j + 1,) + rest, steps=(1,) * len(shape))
+    return L.reshape(y, rest)
 
 
 def _basic_getitem(x: Node, idx: tuple) -> Node:

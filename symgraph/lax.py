@@ -269,6 +269,14 @@ def reshape(x: Any, shape: Sequence[int]) -> Any:
     Raises:
         ShapeError: if the sizes differ.
     """
+    if type(x) is Node and type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape):
+        # fast path (no -1, exact int dims): the node the general path makes
+        if shape == x.shape:
+            return x
+        if math.prod(shape) != math.prod(x.shape):
+            raise ShapeError(f"reshape: cannot reshape array of shape {x.shape} (size {math.prod(x.shape)}) "
+                             f"into shape {shape}")
+        return current_builder().make(OPS["reshape"], (x,), (("shape", shape),))
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     shape = [int(d) for d in shape]
@@ -308,6 +316,9 @@ def matmul(a: Any, b: Any) -> Any:
     Raises:
         ShapeError: if the contracted dimensions differ or batch dims do not broadcast.
     """
+    if type(a) is Node and type(b) is Node and len(a.shape) == 2 and len(b.shape) == 2 \
+            and a.shape[1] == b.shape[0] and a.dtype == b.dtype and a.dtype.kind != "b" and a.dtype.isnative:
+        return current_builder().make(OPS["matmul"], (a, b))  # fast path: the node the general path makes
     for i, v in enumerate((a, b)):
         _check_array_like(v, "matmul", i)
         if len(_shape_of(v)) == 0:
