@@ -51,7 +51,7 @@ import numpy as np
 
 from . import lax as L
 from .autodiff import placeholder
-from .ir import Builder, Graph, Node, current_builder, meta, source_location, toposort, tracing_active
+from .ir import Builder, Graph, Node, collector_paused, current_builder, meta, source_location, toposort, tracing_active
 from .regions import Region, scan_node
 
 __all__ = ["MIN_STEPS", "roll", "roll_nodes", "rolling", "rolling_active"]
@@ -124,11 +124,12 @@ def roll(graph: Graph, min_steps: int = MIN_STEPS) -> tuple[Graph, int]:
         operands (the evaluator gives the same bits; compiled code may fuse
         differently, a difference of rounding).
     """
-    if tracing_active():
-        outs, n = roll_nodes(graph.outputs, min_steps)
-    else:
-        with Builder():  # a pass's own builder (as simplify's), not the thread's default one
+    with collector_paused():  # as trace and simplify: many small objects, no cycles to collect meanwhile
+        if tracing_active():
             outs, n = roll_nodes(graph.outputs, min_steps)
+        else:
+            with Builder():  # a pass's own builder (as simplify's), not the thread's default one
+                outs, n = roll_nodes(graph.outputs, min_steps)
     return (graph if n == 0 else graph.replace(outputs=outs)), n
 
 
@@ -161,9 +162,25 @@ def _same(u: Node, v: Node) -> bool:
 def _colours(order: list[Node]) -> dict[Node, int]:
     """Two rounds of Weisfeiler-Lehman refinement of (op, shape, dtype)."""
     ids: dict[Any, int] = {}
-    c = {n: ids.setdefault((n.op.name, n.shape, n.dtype.str), len(ids)) for n in order}
+    put = ids.setdefault
+    c = {n: put((n.op.name, n.shape, n.dtype.str), len(ids)) for n in order}
+    # a round's key is (own colour, *input colours): a flat int tuple (the same classes and numbers as
+    # (own, (inputs...)), as flattening is one-to-one, and the first round's keys start with a str)
     for _ in range(2):
-        c = {n: ids.setdefault((c[n], tuple(c[x] for x in n.inputs)), len(ids)) for n in order}
+        new: dict[Node, int] = {}
+        for n in order:
+            ins = n.inputs
+            k = len(ins)
+            if k == 1:
+                key: tuple = (c[n], c[ins[0]])
+            elif k == 2:
+                key = (c[n], c[ins[0]], c[ins[1]])
+            elif k == 0:
+                key = (c[n],)
+            else:
+                key = (c[n], *[c[x] for x in ins])
+            new[n] = put(key, len(ids))
+        c = new
     return c
 
 
@@ -185,12 +202,18 @@ def _grow(u0: Node, v0: Node, readers: dict[Node, list[Node]],
         stack = [(u, v)]
         while stack:
             a, b = stack.pop()
-            if a is b or a in phi or b in inv or not _same(a, b) or not _eligible(a):
+            if a is b or a in phi or b in inv:
+                continue
+            op, ia, ib = a.op, a.inputs, b.inputs  # `_same(a, b)` and `_eligible(a)`, inlined (the hot loop)
+            if (op is not b.op or a.attrs != b.attrs or a.shape != b.shape or a.dtype != b.dtype
+                    or a.tag != b.tag or len(ia) != len(ib)):
+                continue
+            if op.kind == "source" or not ia or op.extra.get("host"):
                 continue
             phi[a] = b
             inv[b] = a
             added.append(a)
-            stack.extend(zip(a.inputs, b.inputs))
+            stack.extend(zip(ia, ib))
         return added
 
     work = deque(walk(u0, v0))
@@ -346,16 +369,18 @@ def _check(ch: _Chain, order: list[Node], readers: dict[Node, list[Node]], outse
     s0, s1 = ch.s0, ch.s1
     steps = range(s0, s1 + 1)
     where: dict[Node, tuple[int, int]] = {}  # loop node -> (position, step)
-    for o in range(len(ch.orbits)):
+    for o, orbit in enumerate(ch.orbits):
+        base = ch.off[o]
         for s in steps:
-            where[ch.node(o, s)] = (o, s)
+            where[orbit[s - base]] = (o, s)
     kinds: list[list[tuple]] = []
     carries: dict[int, Node] = {}  # carried position -> initial value
     outside: set[Node] = set()  # values the loop reads from outside
     for o in range(len(ch.orbits)):
         row = []
+        seg = ch.orbits[o][s0 - ch.off[o]:s1 - ch.off[o] + 1]  # the position's nodes of steps s0..s1
         for j in range(len(ch.orbits[o][0].inputs)):
-            ins = [ch.node(o, s).inputs[j] for s in steps]
+            ins = [m.inputs[j] for m in seg]
             first = where.get(ins[0])
             if first is not None and first[1] == s0 and all(where.get(x) == (first[0], s) for x, s in zip(ins, steps)):
                 row.append(("internal", first[0]))
@@ -401,8 +426,17 @@ def _check(ch: _Chain, order: list[Node], readers: dict[Node, list[Node]], outse
 def _has_input(order: list[Node]) -> dict[Node, bool]:
     """Whether each node depends on an input node (else it is a constant subgraph, kept inside bodies)."""
     dep: dict[Node, bool] = {}
+    get = dep.get
     for n in order:
-        dep[n] = n.op.name == "input" or any(dep.get(x, True) for x in n.inputs)
+        if n.op.name == "input":
+            dep[n] = True
+            continue
+        d = False
+        for x in n.inputs:
+            if get(x, True):
+                d = True
+                break
+        dep[n] = d
     return dep
 
 
