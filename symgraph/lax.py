@@ -199,6 +199,12 @@ def binary(name: str, x: Any, y: Any, float_op: bool = False) -> Any:
     if ty is Node and (tx is float or tx is int) and y.dtype.kind in "fc" and x == x:
         b = current_builder()
         return b.make(OPS[name], (_splat(b, x, y.dtype, y.shape), y))
+    if tx is Node and ty is Node and x.dtype == y.dtype and x.dtype.isnative \
+            and (not float_op or x.dtype.kind in "fc"):
+        # fast path: two nodes of one dtype (`h + b`): only the broadcasts the general path makes, in its order
+        shape = broadcast_shapes(x.shape, y.shape, op=name)
+        a = broadcast_to(x, shape)
+        return current_builder().make(OPS[name], (a, broadcast_to(y, shape)))
     dtype = result_dtype(x, y)
     if float_op and dtype.kind in "biu":
         dtype = np.dtype(np.float64)
