@@ -30,10 +30,13 @@ PEERS = {"jax", "torch", "autograd", "pytensor", "numba"}
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> dict:
+    # --threads 1: one core per pytest worker; with OpenBLAS's threads competing with symgraph's pool (and
+    # the other worker), W2's in-process NumPy step took ~180 ms instead of ~2 ms (22 -> 10 CPU-seconds)
     out = tmp_path_factory.mktemp("bench") / "bench.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run([sys.executable, "-m", "bench", *(["--all"] if LONG else WORKLOADS), "--quick", "--quiet", "--json", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "bench", *(["--all"] if LONG else WORKLOADS), "--quick", "--quiet",
+                           "--threads", "1", "--json", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert out.exists(), proc.stdout[-3000:]

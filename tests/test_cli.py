@@ -1,4 +1,7 @@
-"""The `symgraph` command line, run as a subprocess: formats, stats, usage errors, user-code errors, --help."""
+"""The `symgraph` command line, run as a subprocess: formats, stats, usage errors, user-code errors, --help.
+
+Usage errors and --help run in-process through `symgraph.__main__.main` (what the process runs), and once
+as a process for the exit status."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import numpy as np
 import pytest
 
 import symgraph as sg
+from symgraph.__main__ import main
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` not installed")
 
@@ -212,28 +216,37 @@ def test_bad_file_func_is_a_usage_error(model, target, msg):
     assert msg in err(r)
 
 
-def test_usage_errors_exit_2(model):
-    assert run("dump", f"{model}:seed", "-s", "3").returncode == 2  # one shape for two arguments
-    r = run("dump", f"{model}:wave", "-s", "3", "--order", "2")
-    assert r.returncode == 2 and "--hessian" in err(r)
-    assert run("dump", f"{model}:seed", "-s", "3,x", "-s", "3").returncode == 2
-    assert run("dump", f"{model}:seed", "--grad", "--hessian").returncode == 2
-    assert run("dump", f"{model}:seed", "--format", "jpeg").returncode == 2
-    assert run("frobnicate").returncode == 2
+def test_usage_errors_exit_2(model, capsys):
+    # in-process through `main` (what `python -m symgraph` runs; a fresh process per case cost ~1.5 s each):
+    # the last case checks the process's own exit status 2
+    def status(*args: str) -> int:
+        return main(list(args))
+
+    assert status("dump", f"{model}:seed", "-s", "3") == 2  # one shape for two arguments
+    capsys.readouterr()
+    assert status("dump", f"{model}:wave", "-s", "3", "--order", "2") == 2
+    assert "--hessian" in capsys.readouterr().err
+    assert status("dump", f"{model}:seed", "-s", "3,x", "-s", "3") == 2
+    assert status("dump", f"{model}:seed", "--grad", "--hessian") == 2
+    assert status("dump", f"{model}:seed", "--format", "jpeg") == 2
+    assert status("frobnicate") == 2
+    assert status() == 2
     assert run().returncode == 2
 
 
-def test_help_explains_each_option():
-    r = run("--help")
-    assert r.returncode == 0 and "dump" in out(r) and "stats" in out(r) and "exit status" in out(r)
-    r = run("dump", "--help")
-    assert r.returncode == 0
-    h = out(r)
+def test_help_explains_each_option(capsys):
+    # in-process through `main` (`--help` exits 0 from argparse); test_usage_errors_exit_2 runs the process
+    assert main(["--help"]) == 0
+    h = capsys.readouterr().out
+    assert "dump" in h and "stats" in h and "exit status" in h
+    assert main(["dump", "--help"]) == 0
+    h = capsys.readouterr().out
     for opt in ("--shapes", "--dtype", "--grad", "--hessian", "--order", "--simplify", "--checkpoint", "--format",
                 "-o PATH", "--full"):
         assert opt in h, opt
-    r = run("stats", "--help")
-    assert r.returncode == 0 and "--compile" in out(r) and "peak bytes" in out(r)
+    assert main(["stats", "--help"]) == 0
+    h = capsys.readouterr().out
+    assert "--compile" in h and "peak bytes" in h
 
 
 def test_console_script_matches_module(model):
