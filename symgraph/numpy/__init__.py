@@ -13,7 +13,7 @@ The package is split by concern, and this module re-exports every name:
 `logic` (comparisons, logical and bool-mask bitwise ops, where) are the
 elementwise functions; `reductions`, `layout` (reshape, transpose, joining,
 take), `creation` (asarray, zeros_like, random values), `linear_algebra`
-(matmul, einsum, norm, `linalg`), `decompositions` (eigh, svd, qr and what is built on them), `fft` (numpy.fft, as the module `symgraph.numpy.fft`), `nn` (composites), `base` (dtype and
+(matmul, einsum, norm), `linalg` (numpy.linalg's names, as the module `symgraph.numpy.linalg`), `decompositions` (eigh, svd, qr and what is built on them), `fft` (numpy.fft, as the module `symgraph.numpy.fft`), `nn` (composites), `base` (dtype and
 constant names); `tables` holds `UFUNCS` and `FUNCTIONS`, through which
 tracing dispatches NumPy's protocols, merging the `UFUNCS` and `FUNCTIONS`
 each module declares at its end. A new NumPy function goes in the module of
@@ -42,4 +42,5 @@ from .sampled import *  # noqa: F401,F403
 from .along_axis import *  # noqa: F401,F403
 from .windows import *  # noqa: F401,F403
 from . import fft  # noqa: F401  (symgraph.numpy.fft mirrors numpy.fft: a module, not star-imported)
+from . import linalg  # noqa: F401  (symgraph.numpy.linalg mirrors numpy.linalg, the same way)
 from .tables import FUNCTIONS, UFUNCS  # noqa: F401

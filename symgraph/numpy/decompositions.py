@@ -29,9 +29,12 @@ from .base import _ndim, _shape
 __all__ = ["eig", "eigvals", "eigh", "eigvalsh", "svd", "svdvals", "qr", "pinv", "lstsq", "matrix_rank", "matrix_power", "multi_dot",
            "cond", "matrix_norm_sv"]
 
-EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
-SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
-QRResult = namedtuple("QRResult", ["Q", "R"])
+# NumPy's own result classes (NumPy 2), so that a result, or a cotangent built as NumPy builds it
+# (np.linalg.qr(r) passed to a VJP), has the pytree structure of what NumPy returns
+_results = getattr(_np.linalg, "_linalg", None)
+EighResult = getattr(_results, "EighResult", None) or namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+SVDResult = getattr(_results, "SVDResult", None) or namedtuple("SVDResult", ["U", "S", "Vh"])
+QRResult = getattr(_results, "QRResult", None) or namedtuple("QRResult", ["Q", "R"])
 
 
 def _traced(*xs: Any) -> bool:

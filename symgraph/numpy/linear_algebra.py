@@ -1,6 +1,6 @@
 """Linear algebra: products and contractions (matmul, dot, inner, outer, einsum, tensordot) and norms.
 
-`linalg` is the class that mirrors `np.linalg` (the subset that traces).
+`LINALG_API` holds NumPy 2's np.linalg array-API spellings (the module `symgraph.numpy.linalg` gathers np.linalg's names).
 """
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ from typing import Any
 import numpy as _np
 
 from .. import lax as L
-from ..errors import LinAlgError, api_call, ShapeError, UnsupportedOpError
+from ..errors import api_call, ShapeError, UnsupportedOpError
 from ..ir import Node
 from ..ops.core import normalize_axes
-from . import factorizations as _fz
 from .arithmetic import abs as _abs, multiply, power
-from . import decompositions as _dec
 from .decompositions import matrix_norm_sv
 from .base import _ndim, _shape
 from .elementary import sqrt
@@ -25,7 +23,7 @@ from .logic import equal, not_equal, where
 from .reductions import max as _max, min as _min, sum
 from .structural import cross as _cross, diagonal, trace as _trace
 
-__all__ = ["dot", "einsum", "inner", "linalg", "matmul", "matrix_norm", "norm", "outer", "tensordot", "vdot",
+__all__ = ["LINALG_API", "dot", "einsum", "inner", "matmul", "matrix_norm", "norm", "outer", "tensordot", "vdot",
            "vector_norm", "vecdot", "matvec", "vecmat"]
 
 
@@ -419,36 +417,6 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     return einsum("".join(ta) + "," + "".join(tb) + "->" + "".join(out), a, b)
 
 
-class linalg:  # noqa: N801  (mirrors np.linalg)
-    """The subset of np.linalg that traces."""
-
-    norm = staticmethod(norm)
-    vector_norm = staticmethod(vector_norm)
-    matrix_norm = staticmethod(matrix_norm)
-    eig = staticmethod(_dec.eig)
-    eigvals = staticmethod(_dec.eigvals)
-    eigh = staticmethod(_dec.eigh)
-    eigvalsh = staticmethod(_dec.eigvalsh)
-    svd = staticmethod(_dec.svd)
-    svdvals = staticmethod(_dec.svdvals)
-    qr = staticmethod(_dec.qr)
-    pinv = staticmethod(_dec.pinv)
-    lstsq = staticmethod(_dec.lstsq)
-    matrix_rank = staticmethod(_dec.matrix_rank)
-    matrix_power = staticmethod(_dec.matrix_power)
-    multi_dot = staticmethod(_dec.multi_dot)
-    cond = staticmethod(_dec.cond)
-    # the solve/factor family (symgraph.numpy.factorizations)
-    solve = staticmethod(_fz.solve)
-    inv = staticmethod(_fz.inv)
-    det = staticmethod(_fz.det)
-    slogdet = staticmethod(_fz.slogdet)
-    cholesky = staticmethod(_fz.cholesky)
-    tensorinv = staticmethod(_fz.tensorinv)
-    tensorsolve = staticmethod(_fz.tensorsolve)
-    LinAlgError = LinAlgError
-
-
 # ----- NumPy names that trace here (tracing dispatches through numpy/tables.py, which merges these) -----
 
 UFUNCS = {
@@ -491,12 +459,13 @@ def _linalg_vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     return vecdot(x1, x2, axis=axis)
 
 
-_LINALG_API = {"outer": _linalg_outer, "cross": _linalg_cross, "trace": _linalg_trace, "diagonal": _linalg_diagonal,
+#: NumPy 2's np.linalg array-API names -> their functions here (also in `symgraph.numpy.linalg`)
+LINALG_API = {"outer": _linalg_outer, "cross": _linalg_cross, "trace": _linalg_trace, "diagonal": _linalg_diagonal,
                "tensordot": _linalg_tensordot, "vecdot": _linalg_vecdot, "matmul": matmul,
                "matrix_transpose": _matrix_transpose}
 
 FUNCTIONS = {
-    **{getattr(_np.linalg, _n): _f for _n, _f in _LINALG_API.items() if hasattr(_np.linalg, _n)},
+    **{getattr(_np.linalg, _n): _f for _n, _f in LINALG_API.items() if hasattr(_np.linalg, _n)},
     _np.matmul: matmul, _np.dot: dot, _np.vdot: vdot, _np.inner: inner, _np.outer: outer, _np.einsum: einsum,
     _np.tensordot: tensordot, _np.linalg.norm: norm,
     **({_np.linalg.vector_norm: vector_norm, _np.linalg.matrix_norm: matrix_norm}
