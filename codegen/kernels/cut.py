@@ -63,16 +63,23 @@ def cut_task(b: Any, t: Task, M: set, cut: set, extra: set, cap: int) -> None:
 
     for i, e in enumerate(exprs):
         al = e.deps
+        w = e.w
+        if not al:  # a leaf (load, constant, loop variable): its cone is itself, nothing to cut below
+            cone[e] = {i >> _CONE_BITS: 1 << (i & _CONE_MASK)} if w else {}
+            ccost[e] = w
+            continue
         if len(al) > 1:
             al = tuple(dict.fromkeys(al))
-        w = e.w
         # A value with several readers is usually read again by another part of the body (the
         # forward value by the backward pass): after the cut its cone is recomputed there, so
         # shared cones are kept to a quarter of the cap, leaving room for their readers.
         lim = cap if uget(e, 0) <= 1 else cap // 4
         while True:
             live = [a for a in al if a not in cut and ccost.get(a, 0)]
-            if len(live) > 1:
+            if len(live) == 2:  # by decreasing cost, ties in argument order (as the stable sort below)
+                if ccost[live[1]] > ccost[live[0]]:
+                    live.reverse()
+            elif len(live) > 2:
                 live.sort(key=lambda x: -ccost[x])  # stable, as sorted()
             c = w + (ccost[live[0]] if live else 0)
             more: dict[int, int] = {}  # ops of the other operands' cones not in the biggest one

@@ -146,7 +146,9 @@ def walk_exprs(roots: Iterable[Expr]) -> list[Expr]:
     out: list[Expr] = []
     # A stack of Exprs to visit, each finished one followed by None and itself (no tuple per entry).
     stack: list = list(roots)  # the last root first, as before
-    pop, push, add, emit = stack.pop, stack.append, seen.add, out.append
+    # Arguments already seen are pushed too (one `extend`, no loop in Python per Expr): they are
+    # skipped when popped, so the order is that of pushing only the unseen ones.
+    pop, push, extend, add, emit = stack.pop, stack.append, stack.extend, seen.add, out.append
     while stack:
         e = pop()
         if e is None:
@@ -161,7 +163,5 @@ def walk_exprs(roots: Iterable[Expr]) -> list[Expr]:
             continue
         push(e)
         push(None)
-        for a in deps:
-            if a not in seen:
-                push(a)
+        extend(deps)
     return out

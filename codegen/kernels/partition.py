@@ -102,17 +102,20 @@ class _Partitioner:
         self.order = order
         self.donate = donate
         self.blas = blas
-        self.pos = {n: i for i, n in enumerate(order)}
-        self.readers: dict[Node, list[Node]] = {n: [] for n in order}
-        for n in order:
-            for x in n.inputs:
-                self.readers[x].append(n)
         self.outputs = set(graph.outputs)
-        # gemm epilogues: sums of products accumulated in their BLAS calls (`pairing.plan_accumulation`)
+        # the products and the LAPACK calls, in order (`plan` visits them every round)
+        self.matmuls = [n for n in order if n.op.name == "matmul"]
+        self.lapack = [n for n in order if n.op.extra.get("lowering") == "lapack"]
+        # gemm epilogues: sums of products accumulated in their BLAS calls (`pairing.plan_accumulation`;
+        # none without a product, and then no reader lists are built)
         self.acc_plans: dict[Node, tuple[list, list]] = {}
         self.absorbed: set[Node] = set()
-        if blas:
-            self.acc_plans, self.absorbed = plan_accumulation(order, self.readers, self.outputs, donate)
+        if blas and self.matmuls:
+            readers: dict[Node, list[Node]] = {n: [] for n in order}
+            for n in order:
+                for x in n.inputs:
+                    readers[x].append(n)
+            self.acc_plans, self.absorbed = plan_accumulation(order, readers, self.outputs, donate)
         # Values recomputed by checkpointing (issue 6): `group` never hoists them
         # into an earlier kernel (see there).
         self.recomputed = {n for n in order if meta(n).role == "recomputed"}
@@ -156,17 +159,16 @@ class _Partitioner:
             b = BodyBuilder(M, consts, const_keys)
             changed = False
             # a LAPACK task reads each operand as one contiguous buffer
-            for n in self.order:
-                if n.op.extra.get("lowering") == "lapack":
-                    for x in n.inputs:
-                        if x not in M and x.op.name != "input":  # constants too: a buffer of their own
-                            M.add(x)
-                            changed = True
+            for n in self.lapack:
+                for x in n.inputs:
+                    if x not in M and x.op.name != "input":  # constants too: a buffer of their own
+                        M.add(x)
+                        changed = True
             if changed:
                 continue
             # matmul operands must be BLAS views of buffers
-            for n in self.order:
-                if n.op.name == "matmul" and self.blas and n.dtype in (np.float32, np.float64):
+            for n in self.matmuls:
+                if self.blas and n.dtype in (np.float32, np.float64):
                     for x in n.inputs:
                         base = x
                         while base.op.view is not None and base not in M:
@@ -176,8 +178,8 @@ class _Partitioner:
                             changed = True
             if changed:
                 continue
-            for n in self.order:
-                if n.op.name == "matmul" and self.blas and n.dtype in (np.float32, np.float64):
+            for n in self.matmuls:
+                if self.blas and n.dtype in (np.float32, np.float64):
                     for x in n.inputs:
                         if x not in M and x.op.kind != "source" and gemm_view(b, x) is None:
                             M.add(x)
