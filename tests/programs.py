@@ -234,6 +234,10 @@ class Program:
 # --------------------------------------------------------------------------- choice sources
 
 
+#: st.integers(lo, hi) per range, built once (the same strategy, so the same draws and shrinking)
+_INTEGERS: dict[tuple[int, int], st.SearchStrategy] = {}
+
+
 class _HypothesisChoices:
     """Choices backed by hypothesis draws (so failing programs shrink)."""
 
@@ -243,7 +247,10 @@ class _HypothesisChoices:
     def integers(self, lo: int, hi: int) -> int:
         if lo > hi:
             raise _Reject("empty range")
-        return self._draw(st.integers(lo, hi))
+        strategy = _INTEGERS.get((lo, hi))
+        if strategy is None:  # a program draws ~40 integers: building st.integers each time cost ~1/3 of the run
+            strategy = _INTEGERS[lo, hi] = st.integers(lo, hi)
+        return self._draw(strategy)
 
     def choice(self, seq: Sequence) -> Any:
         return seq[self.integers(0, len(seq) - 1)]
