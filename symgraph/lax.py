@@ -36,9 +36,13 @@ def bind(name: str, /, *inputs: Any, tag: Any = None, **attrs: Any) -> Any:
     an array.
     """
     op = OPS[name]
-    if inputs and not any(isinstance(x, Node) for x in inputs):
-        return op.impl(*[np.asarray(x) for x in inputs], **attrs)
-    ins = [x if isinstance(x, Node) else constant(x) for x in inputs]
+    ins: Any = inputs
+    for x in inputs:
+        if type(x) is not Node:  # (the common case, all nodes, passes `inputs` to make as the tuple it is)
+            if not any(isinstance(y, Node) for y in inputs):
+                return op.impl(*[np.asarray(y) for y in inputs], **attrs)
+            ins = [y if isinstance(y, Node) else constant(y) for y in inputs]
+            break
     return current_builder().make(op, ins, attrs, tag)
 
 
@@ -162,6 +166,8 @@ def cast(x: Any, dtype: Any) -> Any:
 
 def unary(name: str, x: Any, float_op: bool = True) -> Any:
     """Apply a unary elementwise primitive (integers cast to float64 for float ops)."""
+    if type(x) is Node and (not float_op or x.dtype.kind == "f"):
+        return current_builder().make(OPS[name], (x,))  # fast path: what `bind(name, x)` makes
     _check_array_like(x, name, 0)
     if float_op and not (type(x) is Node and x.dtype.kind == "f"):
         x = to_float(x)
