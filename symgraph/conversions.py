@@ -53,19 +53,25 @@ ARRAY_INTERFACE_FILES.add(__file__)  # a read through a wrapper is the caller's 
 
 
 def _has_node(x: Any) -> bool:
-    """Whether x is a traced value or a (nested) list or tuple holds one."""
-    stack = [x]
-    while stack:
-        o = stack.pop()
-        if isinstance(o, Node):
+    """Whether x is a traced value or a (nested) list or tuple holds one (numbers skipped cheaply)."""
+    if type(x) is Node:
+        return True
+    if not isinstance(x, (list, tuple)):
+        return False
+    for o in x:
+        t = type(o)
+        if t is float or t is int or t is complex or t is bool:
+            continue
+        if t is Node or isinstance(o, Node) or (isinstance(o, (list, tuple)) and _has_node(o)):
             return True
-        if isinstance(o, (list, tuple)):
-            stack.extend(o)
     return False
 
 
 def _tracing() -> bool:
-    """Whether this thread is tracing and the wrapper's caller is neither SciPy nor symgraph itself.
+    """Whether this thread is tracing and the wrapper's caller is neither NumPy, SciPy nor symgraph itself.
+
+    NumPy's own Python code (np.median's `np.asanyarray(a)`) must keep NumPy's conversion: its error makes
+    the wrapper of the function the user called retry with the list as an array.
 
     SciPy converts its arguments itself and, handed a traced value, would fail further in with a less clear
     error than NumPy's conversion, which names `symgraph.scipy` (`symgraph.tracing`). symgraph's own code
@@ -77,7 +83,7 @@ def _tracing() -> bool:
     return not mod.startswith(_NOT_LIFTED)
 
 
-_NOT_LIFTED = ("scipy.", "symgraph.", "codegen.")
+_NOT_LIFTED = ("scipy.", "symgraph.", "codegen.", "numpy.")  # NumPy's own modules: np.median's np.asanyarray
 
 
 def _constructor(orig: Callable, copies: bool) -> Callable:
@@ -93,15 +99,15 @@ def _constructor(orig: Callable, copies: bool) -> Callable:
         kw = dict(kwargs)
         kw.pop("object", None), kw.pop("a", None)
         dtype = args[1] if len(args) > 1 else kw.pop("dtype", None)
-        order = args[2] if len(args) > 2 else kw.pop("order", None)
+        kw.pop("order", None)
         copy = kw.pop("copy", True if copies else None)
         ndmin = kw.pop("ndmin", 0)
         kw.pop("subok", None), kw.pop("like", None), kw.pop("device", None)
         if kw:
             raise TypeError(f"{orig.__name__}() got unexpected keyword arguments {sorted(kw)}")
-        out = snp.asarray(a, dtype, None if order in ("K", "A", "C") else order, ndmin=ndmin)
-        if isinstance(a, Node) and (out is not a or not copy):
-            return out  # a cast or reshape is a new array already; asarray(x) of an array is x; copy=False never copies
+        out = snp.asarray(a, dtype, ndmin=ndmin)  # any order: traced arrays have no memory layout
+        if isinstance(a, Node) and not copy:
+            return out  # asarray(x): x itself, its cast (a new array) or, with ndmin, its reshape (a view, as NumPy's)
         return fresh_copy(out)  # a new array: writes into it leave the traced values it was made of alone
 
     return wrapper
@@ -139,7 +145,8 @@ class _Tricks:
         if _tracing() and _has_node(key):
             if STALE:
                 check_stale(key)
-            return self._ours[key]
+            out = self._ours[key]
+            return fresh_copy(out) if isinstance(out, Node) else out  # always a new array, as NumPy's (np.r_[z])
         return self._orig[key]
 
     def __len__(self) -> int:

@@ -23,6 +23,7 @@ References:
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -198,8 +199,15 @@ class custom_vjp:  # noqa: N801  (JAX's name)
             raise SymgraphError(f"custom_vjp function {self.name} has no rule: call {self.name}.defvjp(fwd, bwd)")
         if not _traced(args):
             return self.fun(*args)
+        running = _running_fwd()
+        if id(self) in running:  # fwd calling the function itself (JAX's documented pattern): its plain code
+            return self.fun(*args)
         rec = _VJPRecord(self, args)
-        res_pair = self.fwd(*rec.full_args(rec.arg_nodes))
+        running.add(id(self))
+        try:
+            res_pair = self.fwd(*rec.full_args(rec.arg_nodes))
+        finally:
+            running.discard(id(self))
         if not (isinstance(res_pair, (tuple, list)) and len(res_pair) == 2):
             raise SymgraphError(f"{self.name}: the fwd rule must return a pair (output, residuals)")
         out, res = res_pair
@@ -214,6 +222,17 @@ class custom_vjp:  # noqa: N801  (JAX's name)
         wrapped = [L.bind("custom_vjp_call", *rec.arg_nodes, *res_nodes, o, rule=rec, index=i)
                    for i, o in enumerate(ol)]
         return tree_unflatten(otree, wrapped)
+
+
+_fwd_state = threading.local()
+
+
+def _running_fwd() -> set:
+    """ids of the custom_vjp functions whose fwd rule runs in this thread."""
+    r = getattr(_fwd_state, "ids", None)
+    if r is None:
+        r = _fwd_state.ids = set()
+    return r
 
 
 # ----- custom_jvp -----

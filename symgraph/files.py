@@ -30,6 +30,7 @@ def write_atomically(path: str | os.PathLike, write: Callable[[IO[bytes]], Any])
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
+            os.fchmod(f.fileno(), _mode_for(path))  # mkstemp makes 0600: the mode open() would give, or the old file's
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -46,3 +47,25 @@ def write_atomically(path: str | os.PathLike, write: Callable[[IO[bytes]], Any])
             os.close(dfd)
     except OSError:  # pragma: no cover - file systems without directory fsync
         pass
+
+
+def _mode_for(path: str) -> int:
+    """The permission bits of an existing `path`, else those `open(path, "w")` would give (0666 less the umask)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process umask: read from /proc on Linux (setting it to read it would race other threads)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

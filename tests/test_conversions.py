@@ -147,3 +147,42 @@ def test_a_view_left_stale_by_a_write_is_refused_not_read_with_its_old_values():
     for f in (built, listed, joined):
         with pytest.raises(sg.TracerConversionError, match="view"):
             sg.trace(f, X)
+
+
+def test_r_and_c_are_new_arrays_with_numpy_s_dtypes():
+    def f(x):
+        z = x * 1.0
+        y = np.r_[z]  # one item: still a new array
+        y[0] = 7.0
+        w = np.c_[z]
+        w[1, 0] = 3.0
+        v = np.array(z, ndmin=2)
+        v[0, 2] = -1.0
+        return z
+
+    np.testing.assert_array_equal(sg.trace(f, X).evaluate(X), X)
+    np.testing.assert_array_equal(sg.grad(lambda x: np.sum(f(x)))(X), np.ones(3))
+    x32, i32 = X.astype(np.float32), np.arange(3, dtype=np.int32)
+    for g, a in [(lambda x: np.r_[x, 1.0], x32), (lambda x: np.r_[1, x], x32), (lambda x: np.r_[x, 2], i32),
+                 (lambda x: np.c_[x, x], x32), (lambda x: np.r_[x, np.float64(1.0)], x32),
+                 (lambda x: np.r_[[x[0], 1.0], x], x32)]:
+        want, got = g(a), sg.trace(g, a).evaluate(a)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_numpy_functions_written_in_python_retry_on_lists():
+    """np.median / quantile / nanmean of a list: NumPy's own code converts with np.asanyarray; that keeps NumPy's
+    conversion, so the function the user called retries with the list as an array."""
+    v = np.array([1.0, 3.0, 2.0])
+    np.testing.assert_allclose(sg.grad(lambda x: np.median([x[0], x[1], x[2]]))(v), [0, 0, 1])
+    np.testing.assert_allclose(sg.grad(lambda x: np.nanmean([x[0], x[1]]))(v), [0.5, 0.5, 0])
+    np.testing.assert_allclose(sg.grad(lambda x: np.quantile([x[0], x[1], x[2]], 0.3))(v), [0.4, 0, 0.6])
+
+
+def test_joining_lists_that_hold_traced_values():
+    for f in (lambda x: np.concatenate([[x[0], 1.0], x]), lambda x: np.concatenate(([x[0]], x)),
+              lambda x: np.hstack([[x[0], x[1]], x]), lambda x: np.vstack([[x[0], x[1], 1.0], x]),
+              lambda x: np.stack([[x[0], 1.0, 2.0], x])):
+        np.testing.assert_array_equal(sg.trace(f, X).evaluate(X), f(X))
+        sg.check_grads(lambda x: np.sum(f(x) ** 2), (X,), order=2)

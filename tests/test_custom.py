@@ -278,3 +278,23 @@ def test_custom_jvp_defjvps_primal_out_differentiates_through_the_rule():
     _, t = sg.jvp(lambda x: sg.jvp(e, (x,), (np.ones(2),))[1], (x,), (np.ones(2),))
     np.testing.assert_allclose(t, np.exp(x), rtol=1e-14)
     sg.check_grads(e, (x,), order=2)
+
+
+def test_fwd_may_call_the_custom_function_itself_as_jax_documents():
+    from symgraph.custom import custom_vjp
+
+    @custom_vjp
+    def f(x, y):
+        return np.sin(x) * y
+
+    def f_fwd(x, y):
+        return f(x, y), (np.cos(x), np.sin(x), y)  # JAX's example: fwd calls f (was a RecursionError)
+
+    def f_bwd(res, g):
+        cos_x, sin_x, y = res
+        return cos_x * g * y, sin_x * g
+
+    f.defvjp(f_fwd, f_bwd)
+    assert sg.grad(f)(2.0, 3.0) == np.cos(2.0) * 3.0
+    assert sg.grad(f, argnums=1)(2.0, 3.0) == np.sin(2.0)
+    assert sg.compile(sg.grad(f))(2.0, 3.0) == pytest.approx(np.cos(2.0) * 3.0, rel=1e-15)

@@ -12,65 +12,13 @@ from .. import lax as L
 from ..errors import DTypeError, ShapeError, UnsupportedOpError
 from ..ir import Node
 from .base import _ndim, _shape
-from .layout import concatenate, moveaxis, reshape, stack
+from .layout import sequence_array, holds_node, concatenate, moveaxis, reshape, stack
 
 __all__ = [
     "append", "arange", "array", "asarray", "astype", "atleast_1d", "atleast_2d", "atleast_3d", "c_",
     "column_stack", "eye", "full", "full_like", "linspace", "ones", "ones_like", "r_", "random_uniform", "zeros",
     "zeros_like",
 ]
-
-
-def _has_node(x: Any) -> bool:
-    """Whether a (nested) list or tuple holds a traced value."""
-    stack_: list[Any] = [x]
-    while stack_:
-        o = stack_.pop()
-        if isinstance(o, Node):
-            return True
-        if isinstance(o, (list, tuple)):
-            stack_.extend(o)
-    return False
-
-
-def _leaf_dtype(x: Any) -> _np.dtype:
-    """The dtype NumPy's array coercion gives a leaf: Python numbers are not weak here (float64, int64, bool)."""
-    return x.dtype if isinstance(x, (Node, _np.ndarray, _np.generic)) else _np.asarray(x).dtype
-
-
-def _from_sequence(x: Any) -> Any:
-    """A (nested) list/tuple of traced values, arrays and numbers as one array, NumPy's coercion rules.
-
-    Every element of a level must have one shape (NumPy refuses ragged input too); the dtype is the
-    promotion of every leaf's own dtype, Python numbers counting as float64/int64/bool.
-    """
-    leaves: list[Any] = []
-
-    def collect(o: Any) -> None:
-        if isinstance(o, (list, tuple)):
-            for c in o:
-                collect(c)
-        else:
-            leaves.append(o)
-
-    collect(x)
-    dtype = _np.result_type(*[_leaf_dtype(v) for v in leaves]) if leaves else _np.dtype(_np.float64)
-
-    def build(o: Any, path: str) -> Any:
-        if not isinstance(o, (list, tuple)):
-            return L.cast(o, dtype) if isinstance(o, Node) else _np.asarray(o, dtype=dtype)
-        if not o:
-            return _np.zeros((0,), dtype)
-        parts = [build(c, f"{path}[{i}]") for i, c in enumerate(o)]
-        shapes = [_shape(p) for p in parts]
-        if len(set(shapes)) != 1:
-            raise ShapeError(f"array: the elements of the sequence{path} have different shapes {shapes} (an "
-                             f"inhomogeneous sequence); NumPy refuses it too")
-        if not any(isinstance(p, Node) for p in parts):
-            return _np.stack(parts)
-        return stack(parts)
-
-    return build(x, "")
 
 
 def asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: Any = None, like: Any = None,
@@ -98,11 +46,11 @@ def asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: Any = None, l
         ShapeError: a ragged (inhomogeneous) sequence.
         UnsupportedOpError: order="F" on a traced value.
     """
-    if isinstance(a, Node) or _has_node(a):
+    if isinstance(a, Node) or holds_node(a):
         if order not in (None, "K", "A", "C"):
             raise UnsupportedOpError(f"array(order={order!r}) of a traced value: traced arrays have no memory "
                                      f"layout; leave order out")
-        out = a if isinstance(a, Node) else _from_sequence(a)
+        out = a if isinstance(a, Node) else sequence_array(a)
         if dtype is not None:
             out = L.cast(out, dtype)
         if ndmin > _ndim(out):
@@ -118,7 +66,7 @@ def asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: Any = None, l
 def array(object: Any, dtype: Any = None, *, copy: Any = True, order: Any = "K", subok: bool = False,
           ndmin: int = 0, like: Any = None) -> Any:
     """`np.array` for traced values (see `asarray`; `copy` and `subok` change nothing on traced values)."""
-    if isinstance(object, Node) or _has_node(object):
+    if isinstance(object, Node) or holds_node(object):
         return asarray(object, dtype, order, ndmin=ndmin)
     return _np.array(object, dtype=dtype, copy=copy, order=order, subok=subok, ndmin=ndmin)
 
@@ -195,6 +143,7 @@ class _Concatenator:
         items = key if isinstance(key, tuple) else (key,)
         name = "c_" if self.columns else "r_"
         parts = []
+        kinds: list[Any] = []  # for the result dtype: Python numbers stay weak (NumPy's r_: np.r_[x32, 1.0] is float32)
         for it in items:
             if isinstance(it, str):
                 raise UnsupportedOpError(f"symgraph.numpy.{name}: string directives ({it!r}) are not supported; "
@@ -202,6 +151,7 @@ class _Concatenator:
             if isinstance(it, slice):
                 it = (_np.r_[it])
             a = asarray(it)
+            kinds.append(it if type(it) in (int, float, complex, bool) else _np.dtype(a.dtype))
             if self.columns:
                 a = reshape(a, (-1, 1)) if _ndim(a) == 1 else _atleast(a, 2)
             else:
@@ -209,6 +159,8 @@ class _Concatenator:
             parts.append(a)
         if not parts:
             return _np.array([])
+        dtype = _np.result_type(*kinds)
+        parts = [L.cast(p, dtype) if isinstance(p, Node) else _np.asarray(p, dtype=dtype) for p in parts]
         return concatenate(parts, axis=-1 if self.columns else 0)
 
 

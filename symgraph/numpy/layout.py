@@ -129,12 +129,69 @@ def squeeze(a: Any, axis: Any = None) -> Any:
     return L.bind("squeeze", x, axes=axes)
 
 
+def _items(arrays: Sequence[Any]) -> list:
+    """The arrays to join, each list or tuple holding a traced value one array (np.concatenate([[x[0], 1.0], x]))."""
+    return [sequence_array(a) if isinstance(a, (list, tuple)) and holds_node(a) else a for a in arrays]
+
+
+def holds_node(x: Any) -> bool:
+    """Whether a (nested) list or tuple holds a traced value."""
+    stack_: list[Any] = [x]
+    while stack_:
+        o = stack_.pop()
+        if isinstance(o, Node):
+            return True
+        if isinstance(o, (list, tuple)):
+            stack_.extend(o)
+    return False
+
+
+def _leaf_dtype(x: Any) -> _np.dtype:
+    """The dtype NumPy's array coercion gives a leaf: Python numbers are not weak here (float64, int64, bool)."""
+    return x.dtype if isinstance(x, (Node, _np.ndarray, _np.generic)) else _np.asarray(x).dtype
+
+
+def sequence_array(x: Any) -> Any:
+    """A (nested) list/tuple of traced values, arrays and numbers as one array, NumPy's coercion rules.
+
+    Every element of a level must have one shape (NumPy refuses ragged input too); the dtype is the
+    promotion of every leaf's own dtype, Python numbers counting as float64/int64/bool.
+    """
+    leaves: list[Any] = []
+
+    def collect(o: Any) -> None:
+        if isinstance(o, (list, tuple)):
+            for c in o:
+                collect(c)
+        else:
+            leaves.append(o)
+
+    collect(x)
+    dtype = _np.result_type(*[_leaf_dtype(v) for v in leaves]) if leaves else _np.dtype(_np.float64)
+
+    def build(o: Any, path: str) -> Any:
+        if not isinstance(o, (list, tuple)):
+            return L.cast(o, dtype) if isinstance(o, Node) else _np.asarray(o, dtype=dtype)
+        if not o:
+            return _np.zeros((0,), dtype)
+        parts = [build(c, f"{path}[{i}]") for i, c in enumerate(o)]
+        shapes = [_shape(p) for p in parts]
+        if len(set(shapes)) != 1:
+            raise ShapeError(f"array: the elements of the sequence{path} have different shapes {shapes} (an "
+                             f"inhomogeneous sequence); NumPy refuses it too")
+        if not any(isinstance(p, Node) for p in parts):
+            return _np.stack(parts)
+        return stack(parts)
+
+    return build(x, "")
+
+
 def concatenate(arrays: Sequence[Any], axis: Any = 0, out: Any = None, *, dtype: Any = None,
                 casting: str = "same_kind") -> Any:
     """Join arrays along an existing axis (promoted to one dtype, or to `dtype`; flattened when axis is None)."""
     if out is not None:
         raise UnsupportedOpError("concatenate(out=...) writes in place, which tracing does not support")
-    arrays = list(arrays)
+    arrays = _items(arrays)
     if not arrays:
         raise ShapeError("concatenate needs at least one array")
     if axis is None:
@@ -155,7 +212,7 @@ def stack(arrays: Sequence[Any], axis: int = 0, out: Any = None, *, dtype: Any =
     """Join arrays along a new axis."""
     if out is not None:
         raise UnsupportedOpError("stack(out=...) writes in place, which tracing does not support")
-    arrays = list(arrays)
+    arrays = _items(arrays)
     if not arrays:
         raise ShapeError("stack needs at least one array")
     shapes = {_shape(a) for a in arrays}
@@ -166,7 +223,7 @@ def stack(arrays: Sequence[Any], axis: int = 0, out: Any = None, *, dtype: Any =
 
 def hstack(arrays: Sequence[Any], *, dtype: Any = None, casting: str = "same_kind") -> Any:
     """Concatenate along axis 1 (axis 0 for 1-d); `dtype` and `casting` as in np.concatenate."""
-    arrays = [reshape(a, (1,)) if _ndim(a) == 0 else a for a in arrays]  # np.atleast_1d
+    arrays = [reshape(a, (1,)) if _ndim(a) == 0 else a for a in _items(arrays)]  # np.atleast_1d
     return concatenate(arrays, axis=0 if _ndim(arrays[0]) == 1 else 1, dtype=dtype, casting=casting)
 
 
@@ -175,7 +232,7 @@ def vstack(arrays: Sequence[Any], *, dtype: Any = None, casting: str = "same_kin
 
     `dtype` and `casting` as in np.concatenate (np.row_stack, NumPy's deprecated alias, passes both).
     """
-    return concatenate([reshape(a, (1, -1)) if _ndim(a) <= 1 else a for a in arrays], axis=0, dtype=dtype,
+    return concatenate([reshape(a, (1, -1)) if _ndim(a) <= 1 else a for a in _items(arrays)], axis=0, dtype=dtype,
                        casting=casting)
 
 
