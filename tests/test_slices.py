@@ -1,7 +1,7 @@
 """Basic slices of every kind, empty ones and negative steps included, agree with NumPy everywhere.
 
-An exhaustive sweep of 1-d slices (length 0-4; start and stop -6..6 or None;
-steps +-1..3) through the evaluator, forward mode, reverse mode and both
+An exhaustive sweep of 1-d slices (length n of 0-4; start and stop from
+-(n+2) to n+2, -6..6 with SYMGRAPH_LONG_TESTS=1, or None; steps +-1..3) through the evaluator, forward mode, reverse mode and both
 compiled backends. A normalized start of -1 with a negative step once read
 as "the last element" (``np.sum(x[-5::-1])`` of ``np.ones(3)`` gave 3.0
 instead of 0.0, and its gradient raised a bare ValueError).
@@ -10,15 +10,27 @@ instead of 0.0, and its gradient raised a bare ValueError).
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 import pytest
 
 import symgraph as sg
 
-BOUNDS = list(range(-6, 7)) + [None]
-SLICES = [slice(a, b, c) for a, b, c in itertools.product(BOUNDS, BOUNDS, (1, 2, 3, -1, -2, -3))]
+LONG = bool(os.environ.get("SYMGRAPH_LONG_TESTS"))
 LENGTHS = range(5)
+STEPS = (1, 2, 3, -1, -2, -3)
+
+
+def _slices(n: int) -> list[slice]:
+    """Every slice of a length-n axis with start and stop from two past either end (-(n+2)..n+2) or None.
+
+    Bounds further out fall in the same classes (clipped to the ends, with normalized values below -1 or
+    above n): SYMGRAPH_LONG_TESTS=1 sweeps -6..6 at every length, as the default run does at length 4.
+    """
+    reach = 6 if LONG else n + 2
+    bounds = list(range(-reach, reach + 1)) + [None]
+    return [slice(a, b, c) for a, b, c in itertools.product(bounds, bounds, STEPS)]
 
 
 def _want(x, sl):
@@ -49,7 +61,7 @@ def test_every_small_slice_evaluator_jvp_vjp(n):
     x = np.arange(1.0, n + 1.0)
     ones = np.ones(n)
     bad = []
-    for sl in SLICES:
+    for sl in _slices(n):
         f = _square_sum(sl)
         value, grad = _want(x, sl)
         if sg.trace(f, x).evaluate(x) != value:
@@ -67,12 +79,15 @@ def test_every_small_slice_compiled(n, backend):
     """All the slices of one length in one compiled function (one compile per length and backend)."""
     x = np.arange(1.0, n + 1.0)
 
+    slices = _slices(n)
+
     def f(x):
-        return tuple(sg.value_and_grad(_square_sum(sl))(x) for sl in SLICES)
+        return tuple(sg.value_and_grad(_square_sum(sl))(x) for sl in slices)
 
     out = sg.compile(f, backend=backend)(x)
     bad = []
-    for sl, (value, grad) in zip(SLICES, out):
+    assert len(out) == len(slices)
+    for sl, (value, grad) in zip(slices, out):
         want_value, want_grad = _want(x, sl)
         if value != want_value or not np.array_equal(grad, want_grad):
             bad.append(sl)
