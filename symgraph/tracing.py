@@ -531,10 +531,12 @@ def _to_ndarray_error(self: Node, *a: Any, **k: Any) -> Any:
                "symgraph.numpy.r_ / c_.")
     else:
         fix = ("np.array / np.asarray of a traced value or of a list of them trace when looked up on the numpy "
-               "module during the trace (symgraph.conversions); this conversion came another way: a name bound "
-               "before the trace (from numpy import array), a NumPy scalar type (np.float64(x): write "
-               "x.astype(np.float64)), or a function that converts its argument itself. Write np.asarray(...) / "
-               "np.stack([x, y]) / symgraph.numpy.array, or return the value from the function. "
+               "module during the trace (symgraph.conversions); this conversion came another way: a NumPy array "
+               "indexed by a traced value (c[i]: write symgraph.numpy.take(c, i, axis=0)), a ufunc given a list "
+               "holding traced values (np.exp([x, y]): write np.exp(np.array([x, y]))), a name bound before the "
+               "trace (from numpy import array), a NumPy scalar type (np.float64(x): write x.astype(np.float64)), "
+               "or a function that converts its argument itself. Write np.asarray(...) / np.stack([x, y]) / "
+               "symgraph.numpy.array, or return the value from the function. "
                "Functions that take a traced value as a size (np.arange(n), np.zeros(n)) need it concrete: "
                + _STATIC_FIX)
     raise TracerConversionError(f"conversion to a NumPy array (np.asarray / np.array) needs a concrete value, but "
