@@ -65,8 +65,12 @@ class _Call(ir.CallInstr):
     convention, tail marker, attributes or metadata."""
 
     def __init__(self, block: ir.Block, fn: ir.Function, args: tuple) -> None:
+        self._init(block, fn, fn.function_type.return_type, args)
+
+    def _init(self, block: ir.Block, callee: ir.Value, ret: ir.Type, args: tuple) -> None:
+        """The fields llvmlite's CallInstr has, set directly: `callee(*args)` returning `ret`."""
         self.parent = block
-        self.type = fn.function_type.return_type
+        self.type = ret
         self._name = name = _new_name(block.scope)
         self._StringReferenceCaching__cached_refstr = f'%"{name}"'
         self.cconv = ""
@@ -75,7 +79,7 @@ class _Call(ir.CallInstr):
         self.attributes = CallInstrAttributes(())
         self.arg_attributes = {}
         self.opname = "call"
-        self.operands = [fn, *args]
+        self.operands = [callee, *args]
         self.flags = []
         self.metadata = {}
 
@@ -91,19 +95,7 @@ class _PointerCall(_Call):
     builder needs a function there)."""
 
     def __init__(self, block: ir.Block, ptr: ir.Value, ret: ir.Type, args: tuple) -> None:
-        self.parent = block
-        self.type = ret
-        self._name = name = _new_name(block.scope)
-        self._StringReferenceCaching__cached_refstr = f'%"{name}"'
-        self.cconv = ""
-        self.tail = ""
-        self.fastmath = FastMathFlags(())
-        self.attributes = CallInstrAttributes(())
-        self.arg_attributes = {}
-        self.opname = "call"
-        self.operands = [ptr, *args]
-        self.flags = []
-        self.metadata = {}
+        self._init(block, ptr, ret, args)
 
 
 def binop(b: ir.IRBuilder, opname: str, x: ir.Value, y: ir.Value) -> ir.Value:
