@@ -40,6 +40,7 @@ from . import numpy as snp
 from .errors import TracerConversionError
 from .inplace import ARRAY_INTERFACE_FILES, OWN_ARRAY, STALE, check_stale, fresh_copy
 from .ir import Node, _ctx
+from .numpy.layout import holds_node
 
 __all__ = ["trace_entry_points", "ORIGINALS", "CONSTRUCTORS"]
 
@@ -47,24 +48,8 @@ _lock = threading.Lock()
 _active = 0  # traces running, in all threads
 #: (namespace, attribute) -> NumPy's object, filled when the wrappers are first built
 ORIGINALS: dict[tuple[Any, str], Any] = {}
-_WRAPPERS: dict[tuple[Any, str], Any] = {}
 _BY_NAMESPACE: dict[Any, list[tuple[str, Any, Any]]] = {}  # namespace -> (name, NumPy's, wrapper)
 ARRAY_INTERFACE_FILES.add(__file__)  # a read through a wrapper is the caller's read (symgraph.inplace)
-
-
-def _has_node(x: Any) -> bool:
-    """Whether x is a traced value or a (nested) list or tuple holds one (numbers skipped cheaply)."""
-    if type(x) is Node:
-        return True
-    if not isinstance(x, (list, tuple)):
-        return False
-    for o in x:
-        t = type(o)
-        if t is float or t is int or t is complex or t is bool:
-            continue
-        if t is Node or isinstance(o, Node) or (isinstance(o, (list, tuple)) and _has_node(o)):
-            return True
-    return False
 
 
 def _tracing() -> bool:
@@ -92,7 +77,7 @@ def _constructor(orig: Callable, copies: bool) -> Callable:
     @functools.wraps(orig)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         a = args[0] if args else kwargs.get("object" if copies else "a", kwargs.get("a"))
-        if not _tracing() or not _has_node(a) or len(args) > (2 if copies else 3):
+        if not _tracing() or not holds_node(a) or len(args) > (2 if copies else 3):
             return orig(*args, **kwargs)
         if STALE:
             check_stale(a)  # a value a write left stale (a view of a written array): refused, as every read is
@@ -125,8 +110,8 @@ def _retrying(orig: Callable) -> Callable:
                 raise
             if STALE:
                 check_stale(args, tuple(kwargs.values()))  # a stale value in a list: refused, as every read is
-            lifted = [snp.asarray(a) if isinstance(a, (list, tuple)) and _has_node(a) else a for a in args]
-            kw = {k: snp.asarray(v) if isinstance(v, (list, tuple)) and _has_node(v) else v
+            lifted = [snp.asarray(a) if isinstance(a, (list, tuple)) and holds_node(a) else a for a in args]
+            kw = {k: snp.asarray(v) if isinstance(v, (list, tuple)) and holds_node(v) else v
                   for k, v in kwargs.items()}
             if all(x is y for x, y in zip(lifted, args)) and all(kw[k] is kwargs[k] for k in kw):
                 raise
@@ -142,7 +127,7 @@ class _Tricks:
         self._orig, self._ours = orig, ours
 
     def __getitem__(self, key: Any) -> Any:
-        if _tracing() and _has_node(key):
+        if _tracing() and holds_node(key):
             if STALE:
                 check_stale(key)
             out = self._ours[key]
@@ -164,15 +149,18 @@ _SKIP = {"copy", "zeros_like", "ones_like", "empty_like", "full_like", *CONSTRUC
 
 
 def _build() -> None:
-    """Fill ORIGINALS and _WRAPPERS (once)."""
-    if _WRAPPERS:
+    """Fill ORIGINALS and _BY_NAMESPACE (once)."""
+    if _BY_NAMESPACE:
         return
+
+    def add(ns: Any, name: str, orig: Any, wrapper: Any) -> None:
+        ORIGINALS[(ns, name)] = orig
+        _BY_NAMESPACE.setdefault(ns, []).append((name, orig, wrapper))
+
     for name, copies in CONSTRUCTORS.items():
-        ORIGINALS[(np, name)] = getattr(np, name)
-        _WRAPPERS[(np, name)] = _constructor(getattr(np, name), copies)
+        add(np, name, getattr(np, name), _constructor(getattr(np, name), copies))
     for name, ours in (("r_", snp.r_), ("c_", snp.c_)):
-        ORIGINALS[(np, name)] = getattr(np, name)
-        _WRAPPERS[(np, name)] = _Tricks(getattr(np, name), ours)
+        add(np, name, getattr(np, name), _Tricks(getattr(np, name), ours))
     traced = set(map(id, snp.FUNCTIONS))
     own = set(map(id, OWN_ARRAY))
     for ns in (np, np.linalg, np.fft):
@@ -181,10 +169,7 @@ def _build() -> None:
                 continue
             obj = getattr(ns, name, None)
             if id(obj) in traced and id(obj) not in own and not isinstance(obj, (np.ufunc, type)):
-                ORIGINALS[(ns, name)] = obj
-                _WRAPPERS[(ns, name)] = _retrying(obj)
-    for (ns, name), w in _WRAPPERS.items():
-        _BY_NAMESPACE.setdefault(ns, []).append((name, ORIGINALS[(ns, name)], w))
+                add(ns, name, obj, _retrying(obj))
 
 
 def _swap(install: bool) -> None:

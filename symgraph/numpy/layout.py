@@ -135,14 +135,17 @@ def _items(arrays: Sequence[Any]) -> list:
 
 
 def holds_node(x: Any) -> bool:
-    """Whether a (nested) list or tuple holds a traced value."""
-    stack_: list[Any] = [x]
-    while stack_:
-        o = stack_.pop()
-        if isinstance(o, Node):
+    """Whether x is a traced value or a (nested) list or tuple holds one (numbers skipped cheaply)."""
+    if isinstance(x, Node):
+        return True
+    if not isinstance(x, (list, tuple)):
+        return False
+    for o in x:
+        t = type(o)
+        if t is float or t is int or t is complex or t is bool:
+            continue
+        if isinstance(o, Node) or (isinstance(o, (list, tuple)) and holds_node(o)):
             return True
-        if isinstance(o, (list, tuple)):
-            stack_.extend(o)
     return False
 
 
